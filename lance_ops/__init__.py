@@ -1,0 +1,70 @@
+"""lance_ops: Spark-native, Delta-style operations and maintenance for Lance tables.
+
+    from lance_ops import LanceTable
+    t = LanceTable(spark, "/data/events.lance")
+    t.delete("x > 5")
+
+The lower layers (``lance_ops.format``, ``.storage``, ``.txn``) import without
+pyspark; Spark-facing names (``LanceTable``, ``register``) load lazily.
+Importing lance_ops registers the ``lance`` data source in the active Spark
+session if there is one; ``lance_ops.register(spark)`` does it explicitly.
+"""
+from __future__ import annotations
+
+import sys
+
+from . import errors
+from .errors import (
+    CommitConflictError,
+    CorruptTableError,
+    LanceOpsError,
+    ReadOnlyVersionError,
+    SchemaMismatchError,
+    TableExistsError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+)
+from .results import CommitInfo
+from .version import __version__
+
+_LAZY = {
+    "LanceTable": ("lance_ops.table", "LanceTable"),
+    "register": ("lance_ops.spark.datasource", "register"),
+    "local_session": ("lance_ops.spark.session", "local_session"),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'lance_ops' has no attribute {name!r}")
+
+
+def _register_in_active_session() -> None:
+    # Only if the user already imported pyspark: never import it ourselves here.
+    if "pyspark.sql" not in sys.modules:
+        return
+    try:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is not None:
+            from .spark.datasource import register as _register
+
+            _register(spark)
+    except Exception:
+        pass
+
+
+_register_in_active_session()
+
+__all__ = [
+    "LanceTable", "CommitInfo", "register", "local_session", "errors", "__version__",
+    "LanceOpsError", "TableNotFoundError", "TableExistsError", "SchemaMismatchError",
+    "UnsupportedFeatureError", "CorruptTableError", "CommitConflictError", "ReadOnlyVersionError",
+]

@@ -1,0 +1,68 @@
+"""The errors lance_ops raises.
+
+Every error derives from :class:`LanceOpsError` and carries a message a user can
+act on. A failed call never leaves a new table version behind: errors are raised
+before the manifest of the next version is written, and files written before the
+failure are orphans that ``vacuum`` removes.
+
+Bad Spark SQL (in a condition, a ``set`` value, an expression) is not wrapped:
+Spark's own ``AnalysisException`` / ``ParseException`` surfaces unchanged.
+"""
+from __future__ import annotations
+
+
+class LanceOpsError(Exception):
+    """Base class of every lance_ops error."""
+
+
+class TableNotFoundError(LanceOpsError):
+    """The location holds no Lance table (no manifest in ``_versions/``), or the
+    requested version / tag does not exist."""
+
+
+class TableExistsError(LanceOpsError):
+    """``create(mode="create")`` on a location that already holds a table."""
+
+
+class SchemaMismatchError(LanceOpsError):
+    """Written data does not match the table schema (missing, extra or
+    differently typed columns), or a column operation names a column that does
+    not exist / already exists."""
+
+
+class UnsupportedFeatureError(LanceOpsError):
+    """The table uses a feature this version of lance_ops does not implement: an
+    unknown reader/writer feature flag, an unknown data file version, an Arrow
+    type with no Spark equivalent."""
+
+
+class CorruptTableError(LanceOpsError):
+    """A manifest, transaction or deletion file cannot be decoded. ``path`` names
+    the file."""
+
+    def __init__(self, message: str, path: str | None = None):
+        super().__init__(message if path is None or path in message else f"{message} ({path})")
+        self.path = path
+
+
+class CommitConflictError(LanceOpsError):
+    """A concurrent commit conflicts with this one.
+
+    ``retryable`` is True when re-running the operation on the new latest version
+    can succeed (e.g. a concurrent delete touched the same rows), False when the
+    operations are incompatible (e.g. the table was overwritten or restored).
+    """
+
+    def __init__(self, message: str, retryable: bool, conflicting_version: int | None = None):
+        super().__init__(message)
+        self.retryable = retryable
+        self.conflicting_version = conflicting_version
+
+
+class ReadOnlyVersionError(LanceOpsError):
+    """A write was attempted through a handle opened at an older version or a tag
+    (time travel is read-only)."""
+
+
+class InvalidArgumentError(LanceOpsError, ValueError):
+    """An argument is out of range or inconsistent (also a ``ValueError``)."""

@@ -1,0 +1,515 @@
+"""Data file IO through pylance's file codec (``lance.file`` only).
+
+Writing: :class:`DataFileWriter` streams Arrow batches of some table fields into
+one ``.lance`` file under ``data/`` and returns its ``DataFile`` message
+(``fields`` and ``column_indices`` as pylance records them).
+
+Reading: a fragment may hold a table column in any of its data files, under an
+old name (renames keep field ids), tombstoned (-2) in one file and re-written in
+another, or not at all (reads as nulls). :class:`FragmentDataReader` resolves
+each requested table column to the file and file column that holds it by
+*field id*, reads only the files and columns needed, row-aligned across files,
+in bounded batches, and conforms the arrays to the table's current names and
+types. Deletions and metadata columns are applied one level up
+(:mod:`lance_ops.format.scan`).
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+
+from ..errors import CorruptTableError, UnsupportedFeatureError
+from .naming import DATA_DIR, new_data_file_name
+from .proto import table_pb2
+from .schema import Field, Schema, data_file_field_ids, field_from_arrow, file_version_tuple
+
+#: Aim for about this many bytes per batch when reading.
+TARGET_BATCH_BYTES = 32 * 1024 * 1024
+MAX_BATCH_ROWS = 65536
+MIN_BATCH_ROWS = 1024
+
+
+def _lance_file():
+    # Imported lazily: keeps `import lance_ops.format` cheap and lets executors
+    # load the codec only when they touch data.
+    import lance.file as lf
+
+    return lf
+
+
+# ---------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------
+
+
+class DataFileWriter:
+    """Writes one data file holding the given top-level table fields."""
+
+    def __init__(self, store, fields: Sequence[Field], file_version: str, schema_metadata=None):
+        if file_version_tuple(file_version) < (2, 0):
+            raise UnsupportedFeatureError(
+                f"writing Lance data files of legacy format version {file_version} is not "
+                "supported (pylance's file codec writes 2.x files only)"
+            )
+        self.store = store
+        self.fields = list(fields)
+        self.file_version = file_version
+        self.name = new_data_file_name()
+        self.rel = f"{DATA_DIR}/{self.name}"
+        self.arrow_schema = pa.schema(
+            [f.to_arrow() for f in self.fields], metadata=schema_metadata or None
+        )
+        self._staging = store.codec_staging()
+        self._uri = self._staging.writer_uri(self.rel)
+        self._writer = _lance_file().LanceFileWriter(
+            self._uri,
+            self.arrow_schema,
+            version=file_version,
+            storage_options=store.codec_options or None,
+        )
+        self.num_rows = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        if not batch.schema.equals(self.arrow_schema, check_metadata=False):
+            batch = pa.RecordBatch.from_arrays(
+                [batch.column(i) for i in range(batch.num_columns)], schema=self.arrow_schema
+            )
+        self._writer.write_batch(batch)
+        self.num_rows += batch.num_rows
+
+    def finish(self) -> table_pb2.DataFile:
+        self._writer.close()
+        size = int(self._writer.size_bytes or 0)
+        self._staging.finish_write(self.rel, self._uri)
+        version = file_version_tuple(self.file_version)
+        ids = data_file_field_ids(self.fields, version)
+        return table_pb2.DataFile(
+            path=self.name,
+            fields=ids,
+            column_indices=list(range(len(ids))),
+            file_major_version=version[0],
+            file_minor_version=version[1],
+            file_size_bytes=size,
+        )
+
+    def abort(self) -> None:
+        try:
+            self._writer.close()
+        except Exception:
+            pass
+        try:
+            self.store.delete(self.rel)
+        except Exception:
+            pass
+
+
+# ---------------------------------------------------------------------------
+# File schemas annotated with table field ids
+# ---------------------------------------------------------------------------
+
+_SCHEMA_CACHE: "OrderedDict[str, pa.Schema]" = OrderedDict()
+_SCHEMA_CACHE_LOCK = threading.Lock()
+_SCHEMA_CACHE_SIZE = 4096
+
+
+def file_arrow_schema(uri: str, storage_options) -> pa.Schema:
+    """Arrow schema of a data file (cached: data files are immutable)."""
+    with _SCHEMA_CACHE_LOCK:
+        s = _SCHEMA_CACHE.get(uri)
+        if s is not None:
+            _SCHEMA_CACHE.move_to_end(uri)
+            return s
+    try:
+        reader = _lance_file().LanceFileReader(uri, storage_options=storage_options or None)
+        s = reader.metadata().schema
+    except Exception as e:  # the codec raises OSError / ValueError / RuntimeError
+        raise CorruptTableError(f"cannot open data file: {e}", uri) from e
+    with _SCHEMA_CACHE_LOCK:
+        _SCHEMA_CACHE[uri] = s
+        if len(_SCHEMA_CACHE) > _SCHEMA_CACHE_SIZE:
+            _SCHEMA_CACHE.popitem(last=False)
+    return s
+
+
+@dataclass
+class FileNode:
+    """A field of a data file's own schema, annotated with the table field id it
+    holds (-2 tombstoned / -1 unknown)."""
+
+    name: str
+    arrow_field: pa.Field
+    id: int = -1
+    children: list["FileNode"] = field(default_factory=list)
+    #: Names from the file's top-level column down to this node, through
+    #: struct parents only (None below a list/map: read with the parent).
+    path: tuple[str, ...] | None = None
+
+    def leaf_ids(self) -> set[int]:
+        if not self.children:
+            return {self.id}
+        out: set[int] = set()
+        for c in self.children:
+            out |= c.leaf_ids()
+        return out
+
+
+def annotate_file_schema(
+    arrow_schema: pa.Schema, data_file: table_pb2.DataFile, table: Schema
+) -> list[FileNode]:
+    """Attach ``DataFile.fields`` ids to the file's own schema tree."""
+    lance_fields = [field_from_arrow(f) for f in arrow_schema]
+    nodes = [_to_node(af, lf, (af.name,)) for af, lf in zip(arrow_schema, lance_fields)]
+    ids = list(data_file.fields)
+    version = (data_file.file_major_version, data_file.file_minor_version)
+    order: list[tuple[FileNode, Field]] = []
+    if version >= (2, 1):
+        for node, lf in zip(nodes, lance_fields):
+            order.extend(_leaf_pairs(node, lf))
+    else:
+        for node, lf in zip(nodes, lance_fields):
+            order.extend(_preorder_pairs(node, lf, skip_packed=version >= (2, 0)))
+    if len(order) != len(ids):
+        raise CorruptTableError(
+            f"data file {data_file.path} lists {len(ids)} field ids but its schema has "
+            f"{len(order)} columns"
+        )
+    for (node, _), fid in zip(order, ids):
+        node.id = fid
+    parents = table.parent_ids()
+    for node in nodes:
+        _derive_parent_ids(node, parents)
+    return nodes
+
+
+def _to_node(af: pa.Field, lf: Field, path: tuple[str, ...] | None) -> FileNode:
+    node = FileNode(af.name, af, path=path)
+    t = af.type
+    if lf.children:
+        if pa.types.is_struct(t):
+            node.children = [
+                _to_node(t.field(i), c, None if path is None else path + (t.field(i).name,))
+                for i, c in enumerate(lf.children)
+            ]
+        elif pa.types.is_map(t):
+            entries = pa.field("entries", pa.struct([t.key_field, t.item_field]), nullable=False)
+            node.children = [_to_node(entries, lf.children[0], None)]
+        else:  # list / large_list / fixed_size_list of struct
+            node.children = [_to_node(t.value_field, lf.children[0], None)]
+    return node
+
+
+def _leaf_pairs(node: FileNode, lf: Field):
+    if not lf.children or lf.is_packed_struct:
+        yield node, lf
+        return
+    for cn, cl in zip(node.children, lf.children):
+        yield from _leaf_pairs(cn, cl)
+
+
+def _preorder_pairs(node: FileNode, lf: Field, skip_packed: bool):
+    yield node, lf
+    if skip_packed and lf.is_packed_struct:
+        return
+    for cn, cl in zip(node.children, lf.children):
+        yield from _preorder_pairs(cn, cl, skip_packed)
+
+
+def _derive_parent_ids(node: FileNode, parents: dict[int, int]) -> None:
+    """2.1+ files do not list parent ids: a parent holds the table field that is
+    the parent of its children's fields."""
+    for c in node.children:
+        _derive_parent_ids(c, parents)
+    if node.children and node.id == -1:
+        for c in node.children:
+            if c.id >= 0 and c.id in parents and parents[c.id] >= 0:
+                node.id = parents[c.id]
+                return
+
+
+# ---------------------------------------------------------------------------
+# Column plans
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class _FromFile:
+    """Take file column ``name`` of file ``file_idx`` and conform it."""
+
+    file_idx: int
+    node: FileNode
+    target: Field
+
+
+@dataclass
+class _StructFromParts:
+    """Assemble a struct whose children live in different files."""
+
+    target: Field
+    children: list
+    validity: _FromFile | None
+
+
+@dataclass
+class _Nulls:
+    target: Field
+
+
+def _plan_field(target: Field, candidates: list[tuple[int, FileNode]]):
+    """Plan for table field ``target`` given file nodes holding its id."""
+    if not candidates:
+        return _Nulls(target)
+    if not target.children or target.is_packed_struct:
+        file_idx, node = candidates[-1]  # the newest file wins
+        return _FromFile(file_idx, node, target)
+    # A candidate covering the whole subtree is read as one column.
+    want = {f.id for f in target.walk() if not f.children or f.is_packed_struct}
+    for file_idx, node in reversed(candidates):
+        if want <= node.leaf_ids():
+            return _FromFile(file_idx, node, target)
+    if target.logical_type != "struct":
+        # A list/map split across files cannot happen (one leaf column chain).
+        file_idx, node = candidates[-1]
+        return _FromFile(file_idx, node, target)
+    children = []
+    for child in target.children:
+        sub = [(i, c) for i, n in candidates for c in n.children if c.id == child.id]
+        children.append(_plan_field(child, sub))
+    i, n = candidates[0]
+    return _StructFromParts(target, children, _FromFile(i, n, target))
+
+
+def conform(arr: pa.Array, node: FileNode, target: Field) -> pa.Array:
+    """``arr`` (read as file field ``node``) as table field ``target``: current
+    names, current type, children matched by field id (missing ones null)."""
+    want = target.arrow_type()
+    if arr.type == want:
+        return arr
+    t = arr.type
+    if pa.types.is_struct(want) and pa.types.is_struct(t):
+        flat = arr.flatten()
+        by_id = {c.id: (j, c) for j, c in enumerate(node.children)}
+        cols = []
+        for child in target.children:
+            hit = by_id.get(child.id)
+            if hit is None:
+                cols.append(pa.nulls(len(arr), child.arrow_type()))
+            else:
+                cols.append(conform(flat[hit[0]], hit[1], child))
+        mask = arr.is_null() if arr.null_count else None
+        return pa.StructArray.from_arrays(cols, fields=[c.to_arrow() for c in target.children], mask=mask)
+    if (pa.types.is_list(want) and pa.types.is_list(t)) or (
+        pa.types.is_large_list(want) and pa.types.is_large_list(t)
+    ):
+        ctor = pa.ListArray if pa.types.is_list(want) else pa.LargeListArray
+        values = conform(arr.values, node.children[0], target.children[0]) if target.children else arr.values
+        mask = arr.is_null() if arr.null_count else None
+        return ctor.from_arrays(arr.offsets, values, type=want, mask=mask)
+    if pa.types.is_fixed_size_list(want) and pa.types.is_fixed_size_list(t) and target.children:
+        values = conform(arr.flatten(), node.children[0], target.children[0])
+        mask = arr.is_null() if arr.null_count else None
+        return pa.FixedSizeListArray.from_arrays(values, type=want, mask=mask)
+    try:
+        return arr.cast(want)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return arr.view(want)
+
+
+def _execute(plan, batches: list[pa.RecordBatch], n: int) -> pa.Array:
+    if isinstance(plan, _Nulls):
+        return pa.nulls(n, plan.target.arrow_type())
+    if isinstance(plan, _FromFile):
+        arr = _column_at(batches[plan.file_idx], plan.node)
+        return conform(arr, plan.node, plan.target)
+    children = [_execute(c, batches, n) for c in plan.children]
+    mask = None
+    if plan.validity is not None:
+        v = _column_at(batches[plan.validity.file_idx], plan.validity.node)
+        mask = v.is_null() if v.null_count else None
+    fields = [c.to_arrow() for c in plan.target.children]
+    return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+
+
+def _column_at(batch: pa.RecordBatch, node: FileNode) -> pa.Array:
+    """The array of file node ``node`` inside a batch of its file (nodes below the
+    top level are found through their struct parents)."""
+    arr = batch.column(node.path[0])
+    for name in node.path[1:]:
+        idx = arr.type.get_field_index(name)
+        arr = arr.flatten()[idx]
+    return arr
+
+
+# ---------------------------------------------------------------------------
+# Fragment reader
+# ---------------------------------------------------------------------------
+
+
+class FragmentDataReader:
+    """Reads table columns of one fragment, physical rows (deleted ones
+    included), in aligned batches."""
+
+    def __init__(self, store, schema: Schema, fragment: table_pb2.DataFragment, columns: Sequence[str]):
+        self.store = store
+        self.schema = schema
+        self.fragment = fragment
+        self.targets = [schema.field(c) for c in columns]
+        self.physical_rows = fragment.physical_rows
+        self._staging = store.codec_staging()
+        self._plans = []
+        self._files: list[tuple[str, list[str]]] = []  # (uri, file columns)
+        self._build_plans()
+
+    def _build_plans(self) -> None:
+        files = list(self.fragment.files)
+        wanted_ids: set[int] = set()
+        for t in self.targets:
+            wanted_ids |= {f.id for f in t.walk()}
+        annotated: list[list[FileNode] | None] = []
+        uris: list[str | None] = []
+        for df in files:
+            if df.base_id and df.HasField("base_id"):
+                raise UnsupportedFeatureError(
+                    f"data file {df.path} lives under a base path (shallow clone); not supported"
+                )
+            if not wanted_ids & set(df.fields):
+                annotated.append(None)
+                uris.append(None)
+                continue
+            uri = self._staging.reader_uri(f"{DATA_DIR}/{df.path}")
+            nodes = annotate_file_schema(file_arrow_schema(uri, self.store.codec_options), df, self.schema)
+            annotated.append(nodes)
+            uris.append(uri)
+        used: dict[int, set[str]] = {}
+        for t in self.targets:
+            cands = [
+                (i, n) for i, nodes in enumerate(annotated) if nodes for n in nodes if n.id == t.id
+            ]
+            plan = _plan_field(t, cands)
+            self._plans.append(plan)
+            for p in _plan_sources(plan):
+                used.setdefault(p.file_idx, set()).add(p.node.path[0])
+        # Compact file indices to just the files we read.
+        remap = {}
+        for i in sorted(used):
+            remap[i] = len(self._files)
+            order = [n.name for n in annotated[i] if n.name in used[i]]
+            self._files.append((uris[i], order))
+        for plan in self._plans:
+            for p in _plan_sources(plan):
+                p.file_idx = remap[p.file_idx]
+
+    def batch_rows(self) -> int:
+        """Rows per batch for about TARGET_BATCH_BYTES of the columns read."""
+        total_bytes = sum(df.file_size_bytes for df in self.fragment.files)
+        if not total_bytes or not self.physical_rows:
+            return MAX_BATCH_ROWS
+        per_row = max(1, total_bytes // self.physical_rows)
+        return int(min(MAX_BATCH_ROWS, max(MIN_BATCH_ROWS, TARGET_BATCH_BYTES // per_row)))
+
+    def read(self, start: int = 0, end: int | None = None, batch_rows: int | None = None) -> Iterator[pa.RecordBatch]:
+        """Batches covering physical rows ``[start, end)`` with the requested
+        columns under their table names and types."""
+        end = self.physical_rows if end is None else min(end, self.physical_rows)
+        if end <= start:
+            return
+        batch_rows = batch_rows or self.batch_rows()
+        names = [t.name for t in self.targets]
+        schema = pa.schema([t.to_arrow() for t in self.targets])
+        if not self._files:
+            pos = start
+            while pos < end:
+                n = min(batch_rows, end - pos)
+                yield pa.RecordBatch.from_arrays([_execute(p, [], n) for p in self._plans], schema=schema) if names else _empty_batch(n)
+                pos += n
+            return
+        lf = _lance_file()
+        iters = []
+        for uri, cols in self._files:
+            try:
+                reader = lf.LanceFileReader(uri, storage_options=self.store.codec_options or None, columns=cols)
+                iters.append(reader.read_range(start, end - start, batch_size=batch_rows).to_batches())
+            except Exception as e:
+                raise CorruptTableError(f"cannot read data file: {e}", uri) from e
+        for batches in _aligned(iters):
+            n = batches[0].num_rows
+            arrays = [_execute(p, batches, n) for p in self._plans]
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _empty_batch(n: int) -> pa.RecordBatch:
+    """A batch with ``n`` rows and no columns."""
+    return pa.RecordBatch.from_pydict({"_": pa.nulls(n)}).drop_columns(["_"])
+
+
+def _plan_sources(plan) -> list[_FromFile]:
+    if isinstance(plan, _FromFile):
+        return [plan]
+    if isinstance(plan, _StructFromParts):
+        out = [] if plan.validity is None else [plan.validity]
+        for c in plan.children:
+            out.extend(_plan_sources(c))
+        return out
+    return []
+
+
+def _aligned(iters: list) -> Iterator[list[pa.RecordBatch]]:
+    """Zip batch streams of several files of one fragment, re-chunking when their
+    batch boundaries differ."""
+    if len(iters) == 1:
+        for b in iters[0]:
+            yield [b]
+        return
+    pending: list[list[pa.RecordBatch]] = [[] for _ in iters]
+    have = [0] * len(iters)
+    done = [False] * len(iters)
+    while True:
+        for i, it in enumerate(iters):
+            while not done[i] and have[i] == 0:
+                try:
+                    b = next(it)
+                except StopIteration:
+                    done[i] = True
+                    break
+                if b.num_rows:
+                    pending[i].append(b)
+                    have[i] += b.num_rows
+        if any(h == 0 for h in have):
+            if any(have):
+                raise CorruptTableError("data files of one fragment have different row counts")
+            return
+        n = min(have)
+        out = []
+        for i in range(len(iters)):
+            out.append(_take_rows(pending[i], n))
+            have[i] -= n
+        yield out
+
+
+def _take_rows(pending: list[pa.RecordBatch], n: int) -> pa.RecordBatch:
+    """Pop the first ``n`` rows off a list of batches."""
+    first = pending[0]
+    if first.num_rows == n:
+        pending.pop(0)
+        return first
+    if first.num_rows > n:
+        pending[0] = first.slice(n)
+        return first.slice(0, n)
+    parts, got = [], 0
+    while got < n:
+        b = pending[0]
+        need = n - got
+        if b.num_rows <= need:
+            parts.append(pending.pop(0))
+            got += b.num_rows
+        else:
+            parts.append(b.slice(0, need))
+            pending[0] = b.slice(need)
+            got = n
+    return pa.Table.from_batches(parts).combine_chunks().to_batches()[0]

@@ -1,0 +1,124 @@
+"""Manifest files: bytes <-> (Manifest, inline transaction, index section).
+
+Layout (all integers little endian), as pylance 14 writes it::
+
+    [index section]        u32 len | IndexSection      (optional, at offset 0)
+    [transaction section]  u32 len | Transaction        (same bytes as the .txn file)
+    [manifest]             u32 len | Manifest
+    footer (16 bytes):     u64 manifest position | u16 0 | u16 2 | b"LANC"
+
+``Manifest.index_section`` and ``Manifest.transaction_section`` (field 23) hold
+the offsets of the sections' length prefixes. pylance also reads the
+reference's field 21 for the transaction section; we read both and write 23.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError
+
+from ..errors import CorruptTableError
+from .proto import table_pb2, transaction_pb2
+
+MAGIC = b"LANC"
+FOOTER_LEN = 16
+FOOTER_MAJOR, FOOTER_MINOR = 0, 2
+
+
+@dataclass
+class ManifestFile:
+    """A decoded manifest file."""
+
+    manifest: table_pb2.Manifest
+    #: Raw bytes of the inline transaction (None if the file has none).
+    transaction_bytes: bytes | None
+    #: Index metadata of this version (empty if none).
+    indices: list[table_pb2.IndexMetadata]
+    size: int
+
+    def transaction(self) -> transaction_pb2.Transaction | None:
+        if self.transaction_bytes is None:
+            return None
+        return parse_transaction(self.transaction_bytes)
+
+
+def parse_transaction(data: bytes, path: str = "") -> transaction_pb2.Transaction:
+    txn = transaction_pb2.Transaction()
+    try:
+        txn.ParseFromString(data)
+    except DecodeError as e:
+        raise CorruptTableError(f"cannot decode transaction: {e}", path or None) from e
+    return txn
+
+
+def _section(data: bytes, pos: int, path: str, what: str) -> bytes:
+    if pos + 4 > len(data):
+        raise CorruptTableError(f"{what} section position {pos} is past the end of the file", path)
+    (n,) = struct.unpack_from("<I", data, pos)
+    if pos + 4 + n > len(data) - FOOTER_LEN:
+        raise CorruptTableError(f"{what} section length {n} at {pos} overruns the file", path)
+    return data[pos + 4 : pos + 4 + n]
+
+
+def decode_manifest_file(data: bytes, path: str = "") -> ManifestFile:
+    if len(data) < FOOTER_LEN + 4 or data[-4:] != MAGIC:
+        raise CorruptTableError("not a Lance manifest (bad footer magic)", path)
+    pos, _major, _minor = struct.unpack_from("<QHH", data, len(data) - FOOTER_LEN)
+    if pos + 4 > len(data) - FOOTER_LEN:
+        raise CorruptTableError(f"manifest position {pos} is outside the file", path)
+    (n,) = struct.unpack_from("<I", data, pos)
+    if pos + 4 + n != len(data) - FOOTER_LEN:
+        raise CorruptTableError("manifest length does not reach the footer", path)
+    m = table_pb2.Manifest()
+    try:
+        m.ParseFromString(data[pos + 4 : pos + 4 + n])
+    except DecodeError as e:
+        raise CorruptTableError(f"cannot decode manifest: {e}", path) from e
+
+    txn_bytes = None
+    if m.HasField("transaction_section"):
+        txn_bytes = _section(data, m.transaction_section, path, "transaction")
+    elif m.HasField("transaction_section_deprecated"):
+        txn_bytes = _section(data, m.transaction_section_deprecated, path, "transaction")
+
+    indices: list[table_pb2.IndexMetadata] = []
+    if m.HasField("index_section"):
+        sec = table_pb2.IndexSection()
+        try:
+            sec.ParseFromString(_section(data, m.index_section, path, "index"))
+        except DecodeError as e:
+            raise CorruptTableError(f"cannot decode index section: {e}", path) from e
+        indices = list(sec.indices)
+    return ManifestFile(m, txn_bytes, indices, len(data))
+
+
+def encode_manifest_file(
+    manifest: table_pb2.Manifest,
+    transaction_bytes: bytes | None,
+    indices: list[table_pb2.IndexMetadata] | None,
+) -> bytes:
+    """Serialize a manifest file. Sets the section positions in ``manifest``.
+
+    Unknown protobuf fields are discarded first: a manifest parsed from another
+    writer's file may carry positions that point into *that* file.
+    """
+    manifest.DiscardUnknownFields()
+    out = bytearray()
+    if indices:
+        sec = table_pb2.IndexSection(indices=indices).SerializeToString()
+        manifest.index_section = len(out)
+        out += struct.pack("<I", len(sec)) + sec
+    else:
+        manifest.ClearField("index_section")
+    manifest.ClearField("transaction_section_deprecated")
+    if transaction_bytes is not None:
+        manifest.transaction_section = len(out)
+        out += struct.pack("<I", len(transaction_bytes)) + transaction_bytes
+    else:
+        manifest.ClearField("transaction_section")
+    body = manifest.SerializeToString()
+    pos = len(out)
+    out += struct.pack("<I", len(body)) + body
+    out += struct.pack("<QHH", pos, FOOTER_MAJOR, FOOTER_MINOR) + MAGIC
+    return bytes(out)

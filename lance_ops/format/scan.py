@@ -1,0 +1,137 @@
+"""Scanning one fragment: live rows of some columns plus metadata columns.
+
+This is the executor-side read used by the Spark DataSource and by every
+internal job (delete/update scans, compaction, column backfills). It needs no
+Spark: a fragment descriptor (its protobuf bytes), the table schema and a row
+range in, Arrow batches out.
+
+Metadata columns (pylance's names and values, ``uint64``):
+
+* ``_rowaddr``: ``(fragment_id << 32) | physical_offset``;
+* ``_rowid``: the stable row id (row id sequence) or, without stable row ids,
+  the row address;
+* ``_row_created_at_version`` / ``_row_last_updated_at_version``: from the
+  fragment's version sequences (1 when absent, as pylance reads them).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from .datafile import FragmentDataReader
+from .deletion import read_deletion_vector
+from .proto import table_pb2
+from .rowids import decode_row_ids, decode_versions
+from .schema import Schema
+
+ROW_ID = "_rowid"
+ROW_ADDR = "_rowaddr"
+ROW_CREATED = "_row_created_at_version"
+ROW_UPDATED = "_row_last_updated_at_version"
+METADATA_COLUMNS = (ROW_ID, ROW_ADDR, ROW_CREATED, ROW_UPDATED)
+#: Physical offset inside the fragment (internal jobs only).
+ROW_OFFSET = "_rowoffset"
+
+
+def is_reserved_name(name: str) -> bool:
+    """Column names a table must not use (pylance reserves them for metadata)."""
+    return name in METADATA_COLUMNS or name.startswith("_row")
+
+
+@dataclass
+class FragmentScan:
+    """What to read from one fragment."""
+
+    fragment: table_pb2.DataFragment
+    columns: Sequence[str]
+    metadata: Sequence[str] = ()
+    start: int = 0
+    end: int | None = None
+    #: Applied to each batch after deletions: returns a boolean mask of rows
+    #: to keep (pushed-down filters).
+    filter: Callable[[pa.RecordBatch], pa.Array] | None = None
+    stable_row_ids: bool = False
+    batch_rows: int | None = None
+    #: Keep deleted rows (internal jobs that must stay row-aligned).
+    include_deleted: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+def scan_fragment(store, schema: Schema, scan: FragmentScan) -> Iterator[pa.RecordBatch]:
+    frag = scan.fragment
+    n_phys = frag.physical_rows
+    start = scan.start
+    end = n_phys if scan.end is None else min(scan.end, n_phys)
+    if end <= start:
+        return
+    reader = FragmentDataReader(store, schema, frag, scan.columns)
+    deleted = None
+    if not scan.include_deleted:
+        dv = read_deletion_vector(store, frag)
+        if len(dv):
+            deleted = dv.mask(n_phys)
+    meta = list(scan.metadata)
+    row_ids = created = updated = None
+    if ROW_ID in meta and scan.stable_row_ids:
+        row_ids = decode_row_ids(frag.inline_row_ids)
+        if len(row_ids) != n_phys:
+            from ..errors import CorruptTableError
+
+            raise CorruptTableError(f"fragment {frag.id} has {len(row_ids)} row ids for {n_phys} rows")
+    if ROW_CREATED in meta:
+        created = decode_versions(
+            frag.inline_created_at_versions if frag.HasField("inline_created_at_versions") else None, n_phys
+        )
+    if ROW_UPDATED in meta:
+        updated = decode_versions(
+            frag.inline_last_updated_at_versions if frag.HasField("inline_last_updated_at_versions") else None,
+            n_phys,
+        )
+    base_addr = np.uint64(frag.id) << np.uint64(32)
+    pos = start
+    for batch in reader.read(start, end, scan.batch_rows):
+        n = batch.num_rows
+        lo, hi = pos, pos + n
+        pos = hi
+        keep = None
+        if deleted is not None:
+            d = deleted[lo:hi]
+            if d.any():
+                keep = ~d
+                if not keep.any():
+                    continue
+        arrays = list(batch.columns)
+        names = list(batch.schema.names)
+        fields = list(batch.schema)
+        for m in meta:
+            if m == ROW_ADDR or (m == ROW_ID and row_ids is None):
+                values = base_addr + np.arange(lo, hi, dtype=np.uint64)
+            elif m == ROW_ID:
+                values = row_ids[lo:hi]
+            elif m == ROW_CREATED:
+                values = created[lo:hi]
+            elif m == ROW_UPDATED:
+                values = updated[lo:hi]
+            elif m == ROW_OFFSET:
+                values = np.arange(lo, hi, dtype=np.uint64)
+            else:
+                raise ValueError(f"unknown metadata column {m}")
+            arrays.append(pa.array(values, type=pa.uint64()))
+            names.append(m)
+            fields.append(pa.field(m, pa.uint64(), nullable=False))
+        out = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)) if arrays else batch
+        if keep is not None:
+            out = out.filter(pa.array(keep))
+        if scan.filter is not None and out.num_rows:
+            mask = scan.filter(out)
+            out = out.filter(mask)
+        if out.num_rows:
+            yield out
+
+
+def live_rows(fragment: table_pb2.DataFragment) -> int:
+    deleted = fragment.deletion_file.num_deleted_rows if fragment.HasField("deletion_file") else 0
+    return fragment.physical_rows - deleted

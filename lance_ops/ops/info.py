@@ -1,0 +1,144 @@
+"""history() and detail(): metadata only, read on the driver.
+
+``history()`` has one row per version, newest first, built from each version's
+manifest (timestamp) and transaction (operation, read version, parameters).
+Metrics are what lance_ops recorded in the transaction's properties; for
+versions written by pylance they are derived from the transaction (added /
+removed fragments) where that is possible.
+"""
+from __future__ import annotations
+
+import datetime
+
+from pyspark.sql import types as T
+
+from ..format.schema import Field
+from ..txn.log import Snapshot, TableLog
+from ..txn.operations import Append, Delete, Merge, Overwrite, Rewrite, Transaction, Update
+from .common import METRIC_PREFIX, PARAM_PREFIX
+
+HISTORY_SCHEMA = T.StructType(
+    [
+        T.StructField("version", T.LongType(), False),
+        T.StructField("timestamp", T.TimestampType(), True),
+        T.StructField("operation", T.StringType(), True),
+        T.StructField("readVersion", T.LongType(), True),
+        T.StructField("operationParameters", T.MapType(T.StringType(), T.StringType()), True),
+        T.StructField("operationMetrics", T.MapType(T.StringType(), T.StringType()), True),
+        T.StructField("writer", T.StringType(), True),
+        T.StructField("transactionUuid", T.StringType(), True),
+    ]
+)
+
+
+def history_rows(store, limit: int | None = None, upto: int | None = None) -> list[tuple]:
+    log = TableLog(store)
+    versions = [v for v, _, _ in log.manifests() if upto is None or v <= upto]
+    versions.sort(reverse=True)
+    if limit is not None:
+        versions = versions[: max(0, limit)]
+    rows = []
+    for v in versions:
+        mf = log.read_manifest(v)
+        m = mf.manifest
+        txn = log.read_transaction(v, mf)
+        ts = None
+        if m.HasField("timestamp"):
+            ts = datetime.datetime.fromtimestamp(
+                m.timestamp.seconds + m.timestamp.nanos / 1e9, tz=datetime.timezone.utc
+            )
+        writer = f"{m.writer_version.library} {m.writer_version.version}".strip()
+        if txn is None:
+            rows.append((v, ts, None, None, {}, {}, writer, None))
+            continue
+        params, metrics = _describe(txn)
+        rows.append((v, ts, txn.operation.name, txn.read_version, params, metrics, writer, txn.uuid))
+    return rows
+
+
+def _describe(txn: Transaction) -> tuple[dict, dict]:
+    params = {k: str(v) for k, v in txn.operation.parameters().items()}
+    metrics: dict[str, str] = {}
+    for k, v in txn.properties.items():
+        if k.startswith(PARAM_PREFIX):
+            params[k[len(PARAM_PREFIX):]] = v
+        elif k.startswith(METRIC_PREFIX):
+            metrics[k[len(METRIC_PREFIX):]] = v
+        elif k == "__lance_commit_message":
+            params["commitMessage"] = v
+    if not metrics:
+        metrics = _derived_metrics(txn)
+    return params, metrics
+
+
+def _derived_metrics(txn: Transaction) -> dict[str, str]:
+    op = txn.operation
+    if isinstance(op, (Append, Overwrite)):
+        return {
+            "numAddedFragments": str(len(op.fragments)),
+            "numInsertedRows": str(sum(f.physical_rows for f in op.fragments)),
+        }
+    if isinstance(op, Delete):
+        return {
+            "numRemovedFragments": str(len(op.deleted_fragment_ids)),
+            "numUpdatedFragments": str(len(op.updated_fragments)),
+        }
+    if isinstance(op, Update):
+        return {
+            "numRemovedFragments": str(len(op.removed_fragment_ids)),
+            "numUpdatedFragments": str(len(op.updated_fragments)),
+            "numAddedFragments": str(len(op.new_fragments)),
+        }
+    if isinstance(op, Rewrite):
+        return {
+            "numRemovedFragments": str(sum(len(g.old_fragments) for g in op.groups)),
+            "numAddedFragments": str(sum(len(g.new_fragments) for g in op.groups)),
+        }
+    if isinstance(op, Merge):
+        return {"numFragments": str(len(op.fragments))}
+    return {}
+
+
+def field_dict(f: Field) -> dict:
+    d = {
+        "name": f.name,
+        "id": f.id,
+        "type": f.logical_type,
+        "nullable": f.nullable,
+    }
+    if f.metadata:
+        d["metadata"] = {k: v.decode("utf-8", "replace") for k, v in f.metadata.items()}
+    if f.children:
+        d["children"] = [field_dict(c) for c in f.children]
+    return d
+
+
+def detail(snapshot: Snapshot) -> dict:
+    m = snapshot.manifest
+    size = 0
+    for frag in snapshot.fragments:
+        for df in frag.files:
+            size += df.file_size_bytes
+    ts = None
+    if m.HasField("timestamp"):
+        ts = datetime.datetime.fromtimestamp(m.timestamp.seconds + m.timestamp.nanos / 1e9, tz=datetime.timezone.utc)
+    return {
+        "location": snapshot.store.root,
+        "version": snapshot.version,
+        "timestamp": ts,
+        "numFragments": len(snapshot.fragments),
+        "numRows": snapshot.num_rows(),
+        "numDeletedRows": snapshot.num_deleted_rows(),
+        "sizeInBytes": size,
+        "readerFeatureFlags": int(m.reader_feature_flags),
+        "writerFeatureFlags": int(m.writer_feature_flags),
+        "stableRowIds": snapshot.stable_row_ids,
+        "dataFormatVersion": snapshot.data_format_version,
+        "nextRowId": int(m.next_row_id),
+        "maxFragmentId": int(m.max_fragment_id) if m.HasField("max_fragment_id") else None,
+        "numIndices": len(snapshot.indices),
+        "config": dict(m.config),
+        "manifestNaming": snapshot.naming.value,
+        "writerVersion": f"{m.writer_version.library} {m.writer_version.version}".strip(),
+        "schema": [field_dict(f) for f in snapshot.schema.fields],
+    }

@@ -1,0 +1,53 @@
+"""toDF(): the table at a version through the ``lance`` data source."""
+from __future__ import annotations
+
+from ..format.scan import ROW_ADDR, ROW_CREATED, ROW_ID, ROW_UPDATED
+from ..spark.datasource import DEFAULT_ROWS_PER_PARTITION, register
+from ..txn.log import open_snapshot
+
+#: Tasks per core a scan aims for (a few large tasks beat many small ones: each
+#: Python task has a fixed cost).
+TASKS_PER_CORE = 2
+
+
+def rows_per_partition(spark, live_rows: int) -> int:
+    try:
+        cores = int(spark.sparkContext.defaultParallelism)
+    except Exception:
+        cores = 2
+    if live_rows <= 0:
+        return DEFAULT_ROWS_PER_PARTITION
+    per = -(-live_rows // max(1, cores * TASKS_PER_CORE))
+    return int(min(max(per, 64 * 1024), 4 * DEFAULT_ROWS_PER_PARTITION))
+
+
+def read_dataframe(
+    spark,
+    store,
+    version: int,
+    *,
+    columns=None,
+    with_row_id=False,
+    with_row_addr=False,
+    with_lineage=False,
+    extra_metadata=(),
+):
+    register(spark)
+    meta = []
+    if with_row_id:
+        meta.append(ROW_ID)
+    if with_row_addr:
+        meta.append(ROW_ADDR)
+    if with_lineage:
+        meta += [ROW_CREATED, ROW_UPDATED]
+    meta += [m for m in extra_metadata if m not in meta]
+    snap = open_snapshot(store, version)
+    reader = spark.read.format("lance").option("version", str(version))
+    reader = reader.option("rowsPerPartition", str(rows_per_partition(spark, snap.num_rows())))
+    if columns is not None:
+        reader = reader.option("columns", ",".join(columns))
+    if meta:
+        reader = reader.option("metadataColumns", ",".join(meta))
+    for k, v in store.storage_options.items():
+        reader = reader.option(f"storage.{k}", v)
+    return reader.load(store.uri)

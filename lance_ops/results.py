@@ -1,0 +1,28 @@
+"""What write operations return."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class CommitInfo:
+    """The outcome of a write.
+
+    ``version`` is the version the write committed (None if it committed
+    nothing); ``readVersion`` the version it read; ``operation`` the transaction
+    type ("Append", "Delete", "Update", ...); ``retries`` how many concurrent
+    commits it had to reconcile with (rebased over, or re-ran the operation
+    because of); ``metrics`` operation-specific counts (numInsertedRows,
+    numDeletedRows, numAddedFragments, bytesWritten, ...).
+    """
+
+    version: int | None
+    readVersion: int
+    operation: str
+    retries: int = 0
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def committed(self) -> bool:
+        return self.version is not None

@@ -1,0 +1,397 @@
+"""The ``lance`` Spark data source (Python Data Source API).
+
+Reading::
+
+    spark.read.format("lance").load(uri)                      # latest version
+    spark.read.format("lance").option("version", 3).load(uri) # time travel
+        .option("columns", "id,vec")          # read only these columns
+        .option("withRowId", True)            # + _rowid (also withRowAddr,
+        .option("withLineage", True)          #   _row_created/last_updated...)
+        .option("storage.<key>", value)       # storage_options
+
+One input partition per group of small fragments (or per row range of a large
+fragment), about ``rowsPerPartition`` live rows each; Arrow batches all the way.
+Spark 4.3's Python data sources have no column pruning: Spark asks for the full
+schema, so use ``columns`` (or ``.schema(...)`` with a subset of columns) to
+read fewer columns. Filters are pushed down when
+``spark.sql.python.filterPushdown.enabled`` is true: simple comparisons on
+integer, string, boolean and date columns drop rows in the executor before
+Arrow batches reach the JVM (Spark still re-checks them).
+
+Writing::
+
+    df.write.format("lance").mode("append" | "overwrite").save(uri)
+
+Executors write data files and return fragment metadata; the driver commits
+one transaction.
+"""
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+    StringContains,
+    StringEndsWith,
+    StringStartsWith,
+    WriterCommitMessage,
+)
+from pyspark.sql import types as T
+
+from ..errors import InvalidArgumentError
+from ..format.proto import table_pb2
+from ..format.scan import METADATA_COLUMNS, ROW_ADDR, ROW_CREATED, ROW_ID, ROW_UPDATED, FragmentScan, live_rows, scan_fragment
+from ..storage.objectstore import ObjectStore
+from .types import spark_arrow_schema, spark_schema, to_spark_batch
+
+DEFAULT_ROWS_PER_PARTITION = 1 << 20
+#: A fragment this much larger than the target is split into row ranges.
+SPLIT_FACTOR = 1.5
+
+
+def _truthy(v) -> bool:
+    return str(v).strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass
+class ReadOptions:
+    """Parsed data source options."""
+
+    path: str
+    version: str | None = None
+    columns: list[str] | None = None
+    metadata: list[str] = field(default_factory=list)
+    storage_options: dict[str, str] = field(default_factory=dict)
+    rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION
+
+    @classmethod
+    def parse(cls, options) -> "ReadOptions":
+        opts = {k.lower(): v for k, v in dict(options).items()}
+        path = opts.get("path")
+        if not path:
+            raise InvalidArgumentError("the lance data source needs a path: .load(uri)")
+        cols = opts.get("columns")
+        meta: list[str] = []
+        if _truthy(opts.get("withrowid", False)):
+            meta.append(ROW_ID)
+        if _truthy(opts.get("withrowaddr", False)):
+            meta.append(ROW_ADDR)
+        if _truthy(opts.get("withlineage", False)):
+            meta += [ROW_CREATED, ROW_UPDATED]
+        for m in (opts.get("metadatacolumns") or "").split(","):
+            m = m.strip()
+            if m and m not in meta:
+                if m not in METADATA_COLUMNS:
+                    raise InvalidArgumentError(f"unknown metadata column {m!r}; known: {METADATA_COLUMNS}")
+                meta.append(m)
+        storage = {k[len("storage."):]: v for k, v in dict(options).items() if k.lower().startswith("storage.")}
+        return cls(
+            path=path,
+            version=opts.get("version"),
+            columns=[c.strip() for c in cols.split(",") if c.strip()] if cols else None,
+            metadata=meta,
+            storage_options=storage,
+            rows_per_partition=int(opts.get("rowsperpartition") or DEFAULT_ROWS_PER_PARTITION),
+        )
+
+
+def resolve_snapshot(store: ObjectStore, version: str | int | None):
+    """Snapshot for a version number, a tag name or None (latest)."""
+    from ..txn.log import open_snapshot
+    from ..txn.refs import resolve_version
+
+    return open_snapshot(store, resolve_version(store, version))
+
+
+# ---------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------
+
+
+class ScanPartition(InputPartition):
+    """Pieces (fragment bytes, start row, end row) one task reads in order."""
+
+    def __init__(self, pieces: list[tuple[bytes, int, int]]):
+        super().__init__(len(pieces))
+        self.pieces = pieces
+
+
+def plan_partitions(fragments, rows_per_partition: int) -> list[ScanPartition]:
+    """Group small fragments, split large ones, ~rows_per_partition live rows each."""
+    target = max(1, rows_per_partition)
+    out: list[ScanPartition] = []
+    current: list[tuple[bytes, int, int]] = []
+    current_rows = 0
+    for frag in fragments:
+        live = live_rows(frag)
+        phys = frag.physical_rows
+        if phys == 0 or live == 0:
+            continue
+        data = frag.SerializeToString()
+        if phys > SPLIT_FACTOR * target:
+            if current:
+                out.append(ScanPartition(current))
+                current, current_rows = [], 0
+            n = -(-phys // target)
+            step = -(-phys // n)
+            for s in range(0, phys, step):
+                out.append(ScanPartition([(data, s, min(phys, s + step))]))
+            continue
+        current.append((data, 0, phys))
+        current_rows += live
+        if current_rows >= target:
+            out.append(ScanPartition(current))
+            current, current_rows = [], 0
+    if current:
+        out.append(ScanPartition(current))
+    return out
+
+
+class LanceScanReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions, version: int, spark_schema_: T.StructType):
+        self.store = ObjectStore(opts.path, opts.storage_options)
+        self.version = version
+        snapshot = resolve_snapshot(self.store, version)
+        self.lance_schema = snapshot.schema
+        self.stable_row_ids = snapshot.stable_row_ids
+        names = spark_schema_.fieldNames()
+        self.columns = [n for n in names if n not in METADATA_COLUMNS]
+        self.metadata = [n for n in names if n in METADATA_COLUMNS]
+        self.arrow_target = spark_arrow_schema(spark_schema_)
+        self.rows_per_partition = opts.rows_per_partition
+        self.filters: list = []
+        self._partitions = plan_partitions(snapshot.fragments, opts.rows_per_partition)
+
+    def partitions(self):
+        parts = self._partitions
+        self._partitions = None  # not shipped with the reader to executors
+        return parts
+
+    def read(self, partition: ScanPartition):
+        keep = compile_filters(self.filters, self.arrow_target) if self.filters else None
+        for frag_bytes, start, end in partition.pieces:
+            frag = table_pb2.DataFragment.FromString(frag_bytes)
+            scan = FragmentScan(
+                frag, self.columns, self.metadata, start, end, stable_row_ids=self.stable_row_ids
+            )
+            for batch in scan_fragment(self.store, self.lance_schema, scan):
+                out = to_spark_batch(batch, self.arrow_target)
+                if keep is not None:
+                    out = out.filter(keep(out))
+                    if not out.num_rows:
+                        continue
+                yield out
+
+
+class LanceScanReaderWithPushdown(LanceScanReader):
+    def pushFilters(self, filters):
+        for f in filters:
+            if _supported_filter(f, self.arrow_target):
+                self.filters.append(f)
+            # Spark re-evaluates every filter: ours only drop rows early.
+            yield f
+
+
+# ------------------------------------------------------------- filters
+_CMP = {
+    EqualTo: pc.equal,
+    GreaterThan: pc.greater,
+    GreaterThanOrEqual: pc.greater_equal,
+    LessThan: pc.less,
+    LessThanOrEqual: pc.less_equal,
+}
+
+
+def _column_type(f, schema: pa.Schema) -> pa.DataType | None:
+    attr = getattr(f, "attribute", None)
+    if not attr or len(attr) != 1 or attr[0] not in schema.names:
+        return None
+    return schema.field(attr[0]).type
+
+
+def _safe_type(t: pa.DataType) -> bool:
+    """Types whose Arrow comparison agrees with Spark's (no NaN ordering, time
+    zones or decimal rescaling involved)."""
+    return pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_boolean(t) or pa.types.is_date32(t)
+
+
+def _supported_filter(f, schema: pa.Schema) -> bool:
+    if isinstance(f, Not):
+        return _supported_filter(f.child, schema)
+    t = _column_type(f, schema)
+    if t is None:
+        return False
+    if isinstance(f, (IsNull, IsNotNull)):
+        return True
+    if isinstance(f, (StringStartsWith, StringEndsWith, StringContains)):
+        return pa.types.is_string(t)
+    if type(f) in _CMP or isinstance(f, In):
+        return _safe_type(t)
+    return False
+
+
+def _scalar(value, t: pa.DataType):
+    if pa.types.is_date32(t) and isinstance(value, datetime.datetime):
+        value = value.date()
+    return pa.scalar(value, type=t)
+
+
+def _expr(f, batch: pa.RecordBatch):
+    if isinstance(f, Not):
+        inner = _expr(f.child, batch)
+        # NOT(null) stays null -> row dropped, as in Spark.
+        return pc.invert(inner)
+    col = batch.column(f.attribute[0])
+    if isinstance(f, IsNull):
+        return pc.is_null(col)
+    if isinstance(f, IsNotNull):
+        return pc.is_valid(col)
+    if isinstance(f, StringStartsWith):
+        return pc.starts_with(col, f.value)
+    if isinstance(f, StringEndsWith):
+        return pc.ends_with(col, f.value)
+    if isinstance(f, StringContains):
+        return pc.match_substring(col, f.value)
+    if isinstance(f, In):
+        values = pa.array([v for v in f.value if v is not None], type=col.type)
+        return pc.is_in(col, value_set=values)
+    return _CMP[type(f)](col, _scalar(f.value, col.type))
+
+
+def compile_filters(filters, schema: pa.Schema):
+    def keep(batch: pa.RecordBatch) -> pa.Array:
+        mask = None
+        for f in filters:
+            m = _expr(f, batch)
+            mask = m if mask is None else pc.and_kleene(mask, m)
+        return pc.fill_null(mask, False)
+
+    return keep
+
+
+# ---------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class FragmentsMessage(WriterCommitMessage):
+    fragments: list[bytes]
+
+
+class LanceDataSourceWriter(DataSourceArrowWriter):
+    def __init__(self, options, schema: T.StructType, overwrite: bool):
+        from .write import plan_write
+
+        opts = {k.lower(): v for k, v in dict(options).items()}
+        path = opts.get("path")
+        if not path:
+            raise InvalidArgumentError("the lance data source needs a path: .save(uri)")
+        storage = {k[len("storage."):]: v for k, v in dict(options).items() if k.lower().startswith("storage.")}
+        store = ObjectStore(path, storage)
+        self.plan = plan_write(
+            store,
+            schema,
+            "overwrite" if overwrite else "append",
+            stable_row_ids=_truthy(opts.get("stablerowids", True)),
+            max_rows_per_fragment=int(opts.get("maxrowsperfragment") or (1 << 20)),
+        )
+
+    def write(self, iterator):
+        from .write import write_task
+
+        return FragmentsMessage(list(write_task(self.plan, iterator)))
+
+    def commit(self, messages):
+        from .write import commit_write
+
+        frags = [f for m in messages if m is not None for f in m.fragments]
+        commit_write(self.plan, frags)
+
+    def abort(self, messages):
+        for m in messages:
+            if m is None:
+                continue
+            for b in m.fragments:
+                frag = table_pb2.DataFragment.FromString(b)
+                for df in frag.files:
+                    self.plan.store.delete(f"data/{df.path}")
+
+
+# ---------------------------------------------------------------------------
+# The data source
+# ---------------------------------------------------------------------------
+
+
+class LanceDataSource(DataSource):
+    """``spark.read.format("lance")`` / ``df.write.format("lance")``."""
+
+    #: Reader class; the registered variant with filter pushdown swaps it.
+    reader_class = LanceScanReader
+
+    @classmethod
+    def name(cls) -> str:
+        return "lance"
+
+    def __init__(self, options):
+        super().__init__(options)
+        self._resolved_version: int | None = None
+
+    def _opts(self) -> ReadOptions:
+        return ReadOptions.parse(self.options)
+
+    def schema(self):
+        opts = self._opts()
+        store = ObjectStore(opts.path, opts.storage_options)
+        snap = resolve_snapshot(store, opts.version)
+        # Pin the version: the reader runs in another process, maybe after a commit.
+        self._resolved_version = snap.version
+        return spark_schema(snap.schema, opts.columns, opts.metadata)
+
+    def reader(self, schema: T.StructType):
+        opts = self._opts()
+        version = self._resolved_version
+        if version is None:
+            store = ObjectStore(opts.path, opts.storage_options)
+            version = resolve_snapshot(store, opts.version).version
+        return self.reader_class(opts, version, schema)
+
+    def writer(self, schema: T.StructType, overwrite: bool):
+        return LanceDataSourceWriter(self.options, schema, overwrite)
+
+
+class LanceDataSourceWithPushdown(LanceDataSource):
+    reader_class = LanceScanReaderWithPushdown
+
+
+def register(spark) -> None:
+    """Register the ``lance`` data source in ``spark`` (idempotent). Filter
+    pushdown is used when the session enables it for Python data sources."""
+    try:
+        pushdown = _truthy(spark.conf.get("spark.sql.python.filterPushdown.enabled", "false"))
+    except Exception:
+        pushdown = False
+    cls = LanceDataSourceWithPushdown if pushdown else LanceDataSource
+    key = (id(spark), pushdown)
+    if getattr(spark, "_lance_ops_registered", None) == key:
+        return
+    spark.dataSource.register(cls)
+    try:
+        spark._lance_ops_registered = key
+    except Exception:
+        pass

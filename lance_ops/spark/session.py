@@ -1,0 +1,47 @@
+"""Spark session helpers.
+
+:func:`local_session` builds the session lance_ops' own jobs, demo and tests
+use: ``local[N]``, few shuffle partitions, filter pushdown into Python data
+sources on, and -- the classic pitfall -- ``PYSPARK_PYTHON`` pointing at the
+interpreter that has lance_ops and pylance installed (otherwise executors start
+``python3`` from PATH and fail with "No module named 'lance'").
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+DEFAULT_CONF = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.python.filterPushdown.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.memory": "2g",
+    "spark.python.worker.reuse": "true",
+}
+
+
+def ensure_python_env() -> None:
+    """Point Spark's Python workers at this interpreter unless already set."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def local_session(app_name: str = "lance_ops", master: str = "local[2]", conf: dict | None = None):
+    """A local SparkSession configured for lance_ops, with the ``lance`` data
+    source registered."""
+    ensure_python_env()
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for k, v in {**DEFAULT_CONF, **(conf or {})}.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    from .datasource import register
+
+    register(spark)
+    return spark

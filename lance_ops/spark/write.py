@@ -1,0 +1,182 @@
+"""Writing Spark data as Lance fragments: plan (driver), task (executor), commit.
+
+* :func:`plan_write` (driver) decides the target Lance schema -- the table's
+  own schema when appending (the incoming Spark schema must match it by name
+  and type), or a new schema from the DataFrame when creating / overwriting
+  with a different schema -- and everything an executor needs, in a small
+  picklable :class:`WritePlan`.
+* :func:`write_task` (executor) streams a partition's Arrow batches into data
+  files and returns the serialized fragments (metadata only).
+* :func:`commit_write` (driver) commits one Append or Overwrite transaction.
+
+Used by ``LanceTable.create/append/overwrite`` (through ``mapInArrow``) and by
+the ``lance`` data source's writer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+from pyspark.sql import types as T
+
+from ..errors import (
+    InvalidArgumentError,
+    ReadOnlyVersionError,
+    SchemaMismatchError,
+    TableExistsError,
+    TableNotFoundError,
+)
+from ..format.proto import table_pb2
+from ..format.schema import Schema
+from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT, write_fragments
+from ..storage.objectstore import ObjectStore
+from ..txn.commit import CommitResult, commit
+from ..txn.log import Snapshot, open_snapshot
+from ..txn.operations import Append, Overwrite, Transaction
+from .types import comparable, lance_schema_for_spark, spark_schema
+
+MODES = ("create", "append", "overwrite")
+#: Output schema of write tasks run through mapInArrow.
+FRAGMENT_COLUMN = "fragment"
+FRAGMENTS_SCHEMA = T.StructType([T.StructField(FRAGMENT_COLUMN, T.BinaryType(), False)])
+
+
+@dataclass
+class WritePlan:
+    store: ObjectStore
+    mode: str
+    schema: Schema  # target Lance schema
+    read_version: int  # 0 when the table does not exist yet
+    exists: bool
+    file_version: str
+    max_rows_per_fragment: int
+    stable_row_ids: bool
+    #: Columns of the incoming data, in order (names only).
+    input_columns: list[str]
+
+
+def plan_write(
+    store: ObjectStore,
+    incoming: T.StructType,
+    mode: str,
+    *,
+    snapshot: Snapshot | None = None,
+    stable_row_ids: bool = True,
+    max_rows_per_fragment: int = DEFAULT_MAX_ROWS_PER_FRAGMENT,
+    data_format: str | None = None,
+) -> WritePlan:
+    if mode not in MODES:
+        raise InvalidArgumentError(f"write mode must be one of {MODES}, got {mode!r}")
+    if max_rows_per_fragment <= 0:
+        raise InvalidArgumentError("maxRowsPerFragment must be positive")
+    if snapshot is None:
+        try:
+            snapshot = open_snapshot(store)
+        except TableNotFoundError:
+            snapshot = None
+    if snapshot is not None and mode == "create":
+        raise TableExistsError(f"a Lance table already exists at {store.root} (version {snapshot.version})")
+    if snapshot is None and mode == "append":
+        mode = "create"  # appending to a missing table creates it (as Delta does)
+    if snapshot is None:
+        schema = lance_schema_for_spark(incoming)
+        return WritePlan(
+            store, mode, schema, 0, False, data_format or "2.2", max_rows_per_fragment, stable_row_ids,
+            incoming.fieldNames(),
+        )
+    from ..format.features import check_writable
+
+    check_writable(snapshot.manifest, f"at {store.root}")
+    table_spark = spark_schema(snapshot.schema)
+    if mode == "append":
+        check_append_schema(table_spark, incoming)
+        schema = snapshot.schema
+    elif _same_columns(table_spark, incoming):
+        schema = snapshot.schema  # keep stored types (uint, large_string ...) and ids
+    else:
+        schema = lance_schema_for_spark(incoming)
+    return WritePlan(
+        store, mode, schema, snapshot.version, True, snapshot.data_format_version,
+        max_rows_per_fragment, snapshot.stable_row_ids, incoming.fieldNames(),
+    )
+
+
+def _same_columns(table: T.StructType, incoming: T.StructType) -> bool:
+    return [(f.name, comparable(f.dataType)) for f in table.fields] == [
+        (f.name, comparable(f.dataType)) for f in incoming.fields
+    ]
+
+
+def check_append_schema(table: T.StructType, incoming: T.StructType) -> None:
+    """Appended data must have the table's columns (any order) with the same
+    Spark types; nothing missing, nothing extra."""
+    t = {f.name: f for f in table.fields}
+    i = {f.name: f for f in incoming.fields}
+    missing = [n for n in t if n not in i]
+    extra = [n for n in i if n not in t]
+    wrong = [
+        f"{n}: table {t[n].dataType.simpleString()}, data {i[n].dataType.simpleString()}"
+        for n in t
+        if n in i and comparable(t[n].dataType) != comparable(i[n].dataType)
+    ]
+    if missing or extra or wrong:
+        parts = []
+        if missing:
+            parts.append(f"missing column(s) {missing}")
+        if extra:
+            parts.append(f"unknown column(s) {extra}")
+        if wrong:
+            parts.append("type mismatch: " + "; ".join(wrong))
+        raise SchemaMismatchError("cannot append: " + ", ".join(parts))
+
+
+def write_task(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> Iterator[bytes]:
+    """Executor side: write the batches as fragments, yield them serialized."""
+    for frag in write_fragments(
+        plan.store, plan.schema, batches, plan.file_version, plan.max_rows_per_fragment
+    ):
+        yield frag.SerializeToString()
+
+
+def map_in_arrow_writer(plan: WritePlan):
+    """A function for ``DataFrame.mapInArrow`` returning one row per fragment."""
+
+    def run(batches):
+        out = list(write_task(plan, batches))
+        if out:
+            yield pa.RecordBatch.from_arrays([pa.array(out, type=pa.binary())], names=[FRAGMENT_COLUMN])
+
+    return run
+
+
+def commit_write(plan: WritePlan, fragments: list[bytes], *, properties=None) -> CommitResult:
+    frags = [table_pb2.DataFragment.FromString(b) for b in fragments]
+    if plan.mode == "append":
+        op = Append(frags)
+    else:
+        op = Overwrite(frags, plan.schema)
+    txn = Transaction(plan.read_version, op, properties=dict(properties or {}))
+    try:
+        return commit(
+            plan.store, txn, stable_row_ids=plan.stable_row_ids, data_format=plan.file_version
+        )
+    except Exception as e:
+        from ..errors import CommitConflictError
+
+        if isinstance(e, CommitConflictError) and plan.mode == "create" and not plan.exists:
+            raise TableExistsError(f"a table was created at {plan.store.root} concurrently") from e
+        if isinstance(e, CommitConflictError) and e.retryable and plan.mode == "overwrite":
+            # An overwrite does not depend on what it read: re-commit on top.
+            latest = open_snapshot(plan.store)
+            txn = Transaction(latest.version, op, properties=dict(properties or {}))
+            return commit(plan.store, txn, stable_row_ids=plan.stable_row_ids, data_format=plan.file_version)
+        raise
+
+
+def refuse_time_travel(pinned: bool, version: int) -> None:
+    if pinned:
+        raise ReadOnlyVersionError(
+            f"this handle reads version {version} (time travel) and is read-only; open the "
+            "table without a version to write"
+        )

@@ -1,0 +1,155 @@
+"""``LanceTable``: the Delta-style facade over a Lance table.
+
+A handle reads one version (``t.version``). Writes start from that version,
+commit through the conflict-checking commit loop, and move the handle to the
+version they created. A handle opened with an explicit ``version`` (or tag)
+is a read-only time-travel view. Each method is a thin call into
+:mod:`lance_ops.ops`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import TableNotFoundError
+from .ops.common import DEFAULT_CONFLICT_RETRIES
+from .results import CommitInfo
+from .spark.datasource import register, resolve_snapshot
+from .spark.write import refuse_time_travel
+from .storage.objectstore import ObjectStore
+from .txn.log import Snapshot
+
+
+class LanceTable:
+    """A Lance table at ``uri`` (any local path or fsspec URI)."""
+
+    def __init__(self, spark, uri: str, version: int | str | None = None, storage_options: dict | None = None):
+        register(spark)
+        self._spark = spark
+        self._store = ObjectStore(uri, storage_options)
+        self._pinned = version is not None
+        self._snapshot: Snapshot = resolve_snapshot(self._store, version)
+        #: CommitInfo of the last write through this handle (None before any).
+        self.lastCommit: CommitInfo | None = None
+        #: Re-runs allowed on retryable conflicts (delete, update, merge ...).
+        self.conflictRetries = DEFAULT_CONFLICT_RETRIES
+
+    # ------------------------------------------------------------ opening
+    @classmethod
+    def forPath(cls, spark, uri: str, version: int | str | None = None, storage_options: dict | None = None) -> "LanceTable":
+        return cls(spark, uri, version=version, storage_options=storage_options)
+
+    @classmethod
+    def isLanceTable(cls, spark, uri: str, storage_options: dict | None = None) -> bool:
+        from .txn.log import TableLog
+
+        try:
+            return TableLog(ObjectStore(uri, storage_options)).exists()
+        except Exception:
+            return False
+
+    @classmethod
+    def create(
+        cls,
+        spark,
+        uri: str,
+        df,
+        mode: str = "create",
+        stableRowIds: bool = True,
+        maxRowsPerFragment: int = 1_048_576,
+        storage_options: dict | None = None,
+    ) -> "LanceTable":
+        """Create a table from ``df`` (``mode="overwrite"`` replaces an existing
+        one). Returns a handle at the new version; ``handle.lastCommit`` holds
+        the CommitInfo."""
+        from .ops.write import write_dataframe
+
+        register(spark)
+        store = ObjectStore(uri, storage_options)
+        if mode not in ("create", "overwrite"):
+            from .errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"create mode must be 'create' or 'overwrite', got {mode!r}")
+        info = write_dataframe(
+            spark, store, df, mode, stable_row_ids=stableRowIds, max_rows_per_fragment=maxRowsPerFragment
+        )
+        t = cls(spark, uri, storage_options=storage_options)
+        t.lastCommit = info
+        return t
+
+    # ------------------------------------------------------------ state
+    @property
+    def uri(self) -> str:
+        return self._store.root
+
+    @property
+    def version(self) -> int:
+        return self._snapshot.version
+
+    @property
+    def schema(self):
+        from .spark.types import spark_schema
+
+        return spark_schema(self._snapshot.schema)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    def refresh(self) -> "LanceTable":
+        """Move this handle to the latest version (not for time-travel handles)."""
+        refuse_time_travel(self._pinned, self.version)
+        self._snapshot = resolve_snapshot(self._store, None)
+        return self
+
+    def count(self) -> int:
+        """Live rows (physical minus deleted), from metadata only."""
+        return self._snapshot.num_rows()
+
+    def toDF(self, withRowId: bool = False, withRowAddr: bool = False, withLineage: bool = False, columns=None):
+        """The table at this handle's version as a DataFrame. ``columns``
+        (extension) reads only those columns."""
+        from .ops.read import read_dataframe
+
+        return read_dataframe(
+            self._spark, self._store, self.version, columns=columns,
+            with_row_id=withRowId, with_row_addr=withRowAddr, with_lineage=withLineage,
+        )
+
+    def history(self, limit: int | None = None):
+        from .ops.info import HISTORY_SCHEMA, history_rows
+
+        rows = history_rows(self._store, limit, upto=self.version if self._pinned else None)
+        return self._spark.createDataFrame(rows, HISTORY_SCHEMA)
+
+    def detail(self) -> dict[str, Any]:
+        from .ops.info import detail
+
+        return detail(self._snapshot)
+
+    # ------------------------------------------------------------ writes
+    def _moved(self, info: CommitInfo) -> CommitInfo:
+        if info.version is not None:
+            self._snapshot = resolve_snapshot(self._store, info.version)
+        self.lastCommit = info
+        return info
+
+    def _writable(self) -> None:
+        refuse_time_travel(self._pinned, self.version)
+
+    def append(self, df) -> CommitInfo:
+        from .ops.write import write_dataframe
+
+        self._writable()
+        return self._moved(write_dataframe(self._spark, self._store, df, "append", snapshot=self._snapshot))
+
+    def overwrite(self, df) -> CommitInfo:
+        from .ops.write import write_dataframe
+
+        self._writable()
+        return self._moved(write_dataframe(self._spark, self._store, df, "overwrite", snapshot=self._snapshot))
+
+    def __repr__(self) -> str:
+        return f"LanceTable({self.uri!r}, version={self.version})"
+
+
+__all__ = ["LanceTable", "TableNotFoundError"]

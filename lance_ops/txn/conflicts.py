@@ -1,0 +1,329 @@
+"""Conflict rules: can our transaction commit after theirs?
+
+When a commit finds versions committed after its read version, each of their
+transactions is checked against ours, in version order. The answer is one of
+
+* ``OK``      -- commit unchanged;
+* ``REBASE``  -- commit, with the read version moved to the latest version
+  (pylance does this for Delete/Update);
+* ``ROWS``    -- both changed deletion vectors of shared fragments: merge them
+  row by row (:func:`rebase`) if the rows are disjoint, else retry;
+* ``ADOPT``   -- ours carries a complete fragment list (Merge) and theirs only
+  changed deletion files: take theirs into our list;
+* ``RETRY``   -- retryable conflict: re-run the operation on the new version;
+* ``FAIL``    -- incompatible: the table changed under us in a way a blind
+  re-run must not paper over (Overwrite, Restore).
+
+The rules are the table :data:`RULES` below -- pylance 14's observed matrix
+(shared/spec/transactions.md §4.1) plus the reference source's rules for
+operations pylance was not observed with. A cell is an outcome, or a small
+named function of both transactions when the answer depends on which
+fragments / fields / keys they touch. Where we deviate from pylance (``ADOPT``
+for Merge vs Delete: pylance retries) the cell says so.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pyroaring import BitMap
+
+from ..errors import CommitConflictError
+from ..format.deletion import read_deletion_vector, write_deletion_vector
+from .log import Snapshot
+from .operations import (
+    CreateIndex, DataReplacement, Delete, Merge, Operation, Overwrite, Restore, Rewrite,
+    Transaction, UnknownOperation, Update, UpdateConfig,
+)
+
+
+class Outcome(enum.IntEnum):
+    # Ordered by severity: the worst outcome over all concurrent commits wins.
+    OK = 0
+    REBASE = 1
+    ADOPT = 2
+    ROWS = 3
+    RETRY = 4
+    FAIL = 5
+
+
+OK, REBASE, ADOPT, ROWS, RETRY, FAIL = Outcome
+
+
+# ---------------------------------------------------------------- op kinds
+def kind(op: Operation) -> str:
+    """Row/column key of the rule table."""
+    if isinstance(op, Update):
+        return "UpdateColumns" if op.rewrites_columns else "UpdateRows"
+    if isinstance(op, UnknownOperation):
+        return "Unknown"
+    return op.name
+
+
+def touched_fragments(op: Operation) -> set[int]:
+    """Existing fragments an operation changed or removed."""
+    if isinstance(op, Delete):
+        return {f.id for f in op.updated_fragments} | set(op.deleted_fragment_ids)
+    if isinstance(op, Update):
+        return op.touched_fragment_ids()
+    if isinstance(op, Rewrite):
+        return op.old_fragment_ids()
+    if isinstance(op, DataReplacement):
+        return op.fragment_ids()
+    if isinstance(op, Merge):
+        return {f.id for f in op.fragments}
+    return set()
+
+
+# ---------------------------------------------------- rule cell functions
+def same_fragments(ours: Operation, theirs: Operation) -> Outcome:
+    """RETRY if both touched a fragment, else REBASE."""
+    return RETRY if touched_fragments(ours) & touched_fragments(theirs) else REBASE
+
+
+def same_rows(ours: Operation, theirs: Operation) -> Outcome:
+    """Delete/Update(rows) vs Delete/Update: disjoint fragments rebase; shared
+    fragments merge deletion vectors row by row when we know our rows and they
+    only changed deletion files; otherwise retry."""
+    shared = touched_fragments(ours) & touched_fragments(theirs)
+    if not shared:
+        return REBASE
+    if getattr(ours, "affected_rows", None) is None:
+        return RETRY
+    removed = set(getattr(theirs, "deleted_fragment_ids", ())) | set(getattr(theirs, "removed_fragment_ids", ()))
+    if shared & removed:
+        return RETRY
+    if isinstance(theirs, Update) and theirs.rewrites_columns:
+        return RETRY  # they changed the data files of a shared fragment
+    return ROWS
+
+
+def merge_vs_delete(ours: Operation, theirs: Operation) -> Outcome:
+    """Deviation from pylance (which retries): a Merge (add columns) carries the
+    whole fragment list; a concurrent Delete changed only deletion files, which
+    we adopt into our list (:func:`rebase`)."""
+    return ADOPT
+
+
+def rewrite_vs_index(ours: Operation, theirs: Operation) -> Outcome:
+    """Rewrite vs CreateIndex: retry if the new index covers a rewritten fragment
+    (or does not say which it covers)."""
+    return _index_overlaps(theirs, ours)
+
+
+def index_vs_rewrite(ours: Operation, theirs: Operation) -> Outcome:
+    return _index_overlaps(ours, theirs)
+
+
+def _index_overlaps(index_op: CreateIndex, rewrite: Rewrite) -> Outcome:
+    old = rewrite.old_fragment_ids()
+    for idx in index_op.new_indices:
+        if not idx.fragment_bitmap:
+            return RETRY
+        if BitMap.deserialize(idx.fragment_bitmap) & BitMap(old):
+            return RETRY
+    return OK
+
+
+def index_vs_replacement(ours: CreateIndex, theirs: DataReplacement) -> Outcome:
+    fields = {f for i in ours.new_indices for f in i.fields}
+    return RETRY if fields & theirs.field_ids() else OK
+
+
+def replacement_vs_index(ours: DataReplacement, theirs: CreateIndex) -> Outcome:
+    return index_vs_replacement(theirs, ours)
+
+
+def replacement_vs_replacement(ours: DataReplacement, theirs: DataReplacement) -> Outcome:
+    for frag_id, f in ours.replacements:
+        for their_id, g in theirs.replacements:
+            if frag_id == their_id and set(f.fields) & set(g.fields):
+                return RETRY
+    return OK
+
+
+def config_vs_config(ours: UpdateConfig, theirs: UpdateConfig) -> Outcome:
+    if ours.config_keys() & theirs.config_keys():
+        return FAIL
+    if ours.schema_metadata_updates is not None and theirs.schema_metadata_updates is not None:
+        return FAIL
+    if set(ours.field_metadata_updates) & set(theirs.field_metadata_updates):
+        return FAIL
+    return OK
+
+
+def config_vs_overwrite(ours: UpdateConfig, theirs: Overwrite) -> Outcome:
+    if ours.touches_schema_metadata() or ours.config_keys() & set(theirs.config_upsert_values):
+        return FAIL
+    return OK
+
+
+def overwrite_vs_config(ours: Overwrite, theirs: UpdateConfig) -> Outcome:
+    if theirs.touches_schema_metadata() or theirs.config_keys() & set(ours.config_upsert_values):
+        return FAIL
+    return OK
+
+
+def config_vs_merge(ours: UpdateConfig, theirs: Merge) -> Outcome:
+    return RETRY if ours.touches_schema_metadata() else OK
+
+
+def config_vs_restore(ours: UpdateConfig, theirs: Restore) -> Outcome:
+    return FAIL if ours.touches_schema_metadata() else OK
+
+
+# -------------------------------------------------------------- the table
+COLUMNS = (
+    "Append", "Delete", "UpdateRows", "UpdateColumns", "Merge", "Project", "Rewrite",
+    "Overwrite", "Restore", "CreateIndex", "UpdateConfig", "ReserveFragments", "DataReplacement",
+)
+_fr, _rw = same_fragments, same_rows
+
+#: RULES[ours][i] is the rule for ours committing after a concurrent COLUMNS[i].
+#                      Append  Delete  UpdRows UpdCols Merge   Project Rewrite Overwr. Restore Index   Config  Reserve DataRepl
+RULES: dict[str, tuple] = {
+    "Append":          (OK,     OK,     OK,     OK,     OK,     OK,     OK,     FAIL,   FAIL,   OK,     OK,     OK,     OK),
+    "Delete":          (REBASE, _rw,    _rw,    _rw,    RETRY,  REBASE, _fr,    FAIL,   FAIL,   REBASE, REBASE, REBASE, _fr),
+    "UpdateRows":      (REBASE, _rw,    _rw,    _rw,    RETRY,  REBASE, _fr,    FAIL,   FAIL,   REBASE, REBASE, REBASE, _fr),
+    "UpdateColumns":   (REBASE, _fr,    _fr,    _fr,    RETRY,  RETRY,  _fr,    FAIL,   FAIL,   REBASE, REBASE, REBASE, _fr),
+    "Merge":           (RETRY,  merge_vs_delete, RETRY, RETRY, RETRY, FAIL, RETRY, FAIL, FAIL, OK,    OK,     OK,     RETRY),
+    "Project":         (OK,     OK,     OK,     OK,     RETRY,  RETRY,  OK,     FAIL,   FAIL,   OK,     OK,     OK,     OK),
+    "Rewrite":         (OK,     _fr,    _fr,    _fr,    RETRY,  OK,     _fr,    FAIL,   FAIL,   rewrite_vs_index, OK, OK, _fr),
+    "CreateIndex":     (OK,     OK,     OK,     OK,     OK,     OK,     index_vs_rewrite, FAIL, FAIL, OK, OK,   OK,     index_vs_replacement),
+    "UpdateConfig":    (OK,     OK,     OK,     OK,     config_vs_merge, OK, OK, config_vs_overwrite, config_vs_restore, OK, config_vs_config, OK, OK),
+    "Overwrite":       (OK,     OK,     OK,     OK,     OK,     OK,     OK,     RETRY,  OK,     OK,     overwrite_vs_config, OK, OK),
+    "Restore":         (OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK),
+    "ReserveFragments":(OK,     OK,     OK,     OK,     OK,     OK,     OK,     FAIL,   FAIL,   OK,     OK,     OK,     OK),
+    "DataReplacement": (OK,     OK,     OK,     OK,     OK,     OK,     _fr,    FAIL,   FAIL,   replacement_vs_index, OK, OK, replacement_vs_replacement),
+}
+#: Concurrent operations that never conflict with anything (Clone creates a
+#: different table; UpdateBases only adds base paths; MemWAL state is index
+#: bookkeeping lance_ops does not use).
+ALWAYS_COMPATIBLE = {"Clone", "UpdateBases", "UpdateMemWalState"}
+
+
+def check(ours: Transaction, theirs: Transaction | None, version: int) -> Outcome:
+    """Outcome of committing ``ours`` after ``theirs`` (committed as ``version``).
+    A missing or undecodable transaction is a retryable conflict: we cannot
+    know what it changed, and a re-run reads the new state."""
+    if theirs is None:
+        return RETRY
+    t = kind(theirs.operation)
+    o = kind(ours.operation)
+    if t in ALWAYS_COMPATIBLE:
+        return OK
+    if t == "Unknown" or o not in RULES:
+        return RETRY
+    cell = RULES[o][COLUMNS.index(t)]
+    return cell(ours.operation, theirs.operation) if callable(cell) else cell
+
+
+# ----------------------------------------------------------------- rebase
+@dataclass
+class Pending:
+    """What checking the concurrent commits found, to apply before committing."""
+
+    outcome: Outcome = OK
+    rows_fragments: set[int] = field(default_factory=set)
+    conflicting: list[tuple[int, str, Outcome]] = field(default_factory=list)
+
+    def add(self, version: int, theirs: Transaction | None, ours: Transaction, outcome: Outcome) -> None:
+        self.outcome = max(self.outcome, outcome)
+        name = theirs.operation.name if theirs else "missing transaction"
+        self.conflicting.append((version, name, outcome))
+        if outcome == ROWS:
+            self.rows_fragments |= touched_fragments(ours.operation) & touched_fragments(theirs.operation)
+
+    def raise_if_conflict(self, ours: Transaction) -> None:
+        bad = [(v, n, o) for v, n, o in self.conflicting if o >= RETRY]
+        if not bad:
+            return
+        v, n, o = max(bad, key=lambda x: x[2])
+        retryable = o == RETRY
+        what = "retryable" if retryable else "incompatible"
+        raise CommitConflictError(
+            f"{ours.operation.name} conflicts with the {n} committed as version {v} "
+            f"({what}; read version {ours.read_version})",
+            retryable=retryable,
+            conflicting_version=v,
+        )
+
+
+def rebase(ours: Transaction, pending: Pending, latest: Snapshot) -> Transaction:
+    """Rewrite ``ours`` to commit on top of ``latest`` (after :func:`check`
+    found no conflict that needs a re-run)."""
+    op = ours.operation
+    if pending.outcome == ROWS:
+        _merge_deletions(ours, pending.rows_fragments, latest)
+    if pending.outcome == ADOPT and isinstance(op, Merge):
+        _adopt_deletions(op, latest)
+    if isinstance(op, (Delete, Update)) and pending.outcome >= REBASE:
+        ours.read_version = latest.version
+    return ours
+
+
+def _merge_deletions(ours: Transaction, fragment_ids: set[int], latest: Snapshot) -> None:
+    """Row-level rebase of a Delete/Update over concurrent deletes of the same
+    fragments: new deletion file = latest vector | our rows (a bitmap, as
+    pylance writes it), named with the latest version."""
+    op = ours.operation
+    store = latest.store
+    updated = {f.id: f for f in op.updated_fragments}
+    gone_attr = "deleted_fragment_ids" if isinstance(op, Delete) else "removed_fragment_ids"
+    gone = getattr(op, gone_attr)
+    for frag_id in sorted(fragment_ids):
+        cur = latest.fragment(frag_id)
+        mine = updated.get(frag_id)
+        ours_rows = op.affected_rows.get(frag_id)
+        if cur is None or ours_rows is None or (mine is not None and list(cur.files) != list(mine.files)):
+            _retry(ours, f"fragment {frag_id} was rewritten or removed concurrently")
+        current = read_deletion_vector(store, cur)
+        if current.offsets & ours_rows:
+            _retry(ours, f"a concurrent commit deleted or moved some of the same rows of fragment {frag_id}")
+        merged = current.union_for_rebase(type(current)(ours_rows, True))
+        if len(merged) >= cur.physical_rows:
+            if frag_id in updated:
+                op.updated_fragments = [f for f in op.updated_fragments if f.id != frag_id]
+            if frag_id not in gone:
+                gone.append(frag_id)
+            continue
+        if mine is None:  # we had removed the whole fragment, it still has live rows
+            _retry(ours, f"fragment {frag_id} changed concurrently")
+        mine.deletion_file.CopyFrom(write_deletion_vector(store, frag_id, latest.version, merged))
+
+
+def _adopt_deletions(op: Merge, latest: Snapshot) -> None:
+    frags = []
+    for f in op.fragments:
+        cur = latest.fragment(f.id)
+        if cur is None:
+            continue  # every row of it was deleted concurrently
+        n = len(cur.files)
+        if list(f.files)[:n] != list(cur.files) or cur.physical_rows != f.physical_rows:
+            raise CommitConflictError(
+                f"fragment {f.id} was rewritten concurrently", retryable=True
+            )
+        if cur.HasField("deletion_file"):
+            f.deletion_file.CopyFrom(cur.deletion_file)
+        else:
+            f.ClearField("deletion_file")
+        frags.append(f)
+    op.fragments = frags
+
+
+def _retry(ours: Transaction, why: str) -> None:
+    raise CommitConflictError(f"{ours.operation.name}: {why}", retryable=True)
+
+
+def describe_rules() -> str:
+    """The rule table as text (for docs and debugging)."""
+    width = max(len(c) for c in COLUMNS) + 1
+    lines = ["ours \\ theirs".ljust(18) + "".join(c[:width].ljust(width) for c in COLUMNS)]
+    for row, cells in RULES.items():
+        lines.append(
+            row.ljust(18)
+            + "".join((c.__name__ if callable(c) else c.name).ljust(width)[:width] for c in cells)
+        )
+    return "\n".join(lines)
+
+
+__all__ = ["Outcome", "RULES", "COLUMNS", "check", "rebase", "Pending", "kind", "describe_rules"]

@@ -1,0 +1,111 @@
+"""Tags: named versions in ``_refs/tags/{name}.json`` (pylance 14's layout).
+
+A tag file is pretty-printed JSON (2-space indent)::
+
+    {"branch": null, "version": 2, "createdAt": "...Z", "updatedAt": "...Z",
+     "manifestSize": 569, "metadata": {}}
+
+pylance requires ``version`` and ``manifestSize`` (camelCase). A tagged version
+is never removed by vacuum. Tag names: non-empty; alphanumerics, ``.``, ``-``,
+``_``; not starting or ending with ``.``; no ``..``; not ending in ``.lock``.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import re
+
+from ..errors import CorruptTableError, InvalidArgumentError, TableExistsError, TableNotFoundError
+from ..format.naming import TAGS_DIR
+from ..storage.objectstore import ObjectStore
+
+_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def validate_tag_name(name: str) -> None:
+    if (
+        not name
+        or not _NAME.match(name)
+        or name.startswith(".")
+        or name.endswith(".")
+        or ".." in name
+        or name.endswith(".lock")
+    ):
+        raise InvalidArgumentError(
+            f"invalid tag name {name!r}: use letters, digits, '.', '-', '_' (not starting or "
+            "ending with '.', no '..', not ending in '.lock')"
+        )
+
+
+def _path(name: str) -> str:
+    return f"{TAGS_DIR}/{name}.json"
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def read_tag(store: ObjectStore, name: str) -> dict:
+    try:
+        data = store.read_bytes(_path(name))
+    except FileNotFoundError as e:
+        raise TableNotFoundError(f"tag {name!r} does not exist in {store.root}") from e
+    try:
+        doc = json.loads(data)
+        int(doc["version"])
+        return doc
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptTableError(f"malformed tag file: {e}", store.path(_path(name))) from e
+
+
+def list_tags(store: ObjectStore) -> dict[str, dict]:
+    out = {}
+    for info in store.list_dir(TAGS_DIR):
+        if info.name.endswith(".json"):
+            name = info.name[: -len(".json")]
+            out[name] = read_tag(store, name)
+    return dict(sorted(out.items()))
+
+
+def write_tag(store: ObjectStore, name: str, version: int, manifest_size: int, *, update: bool = False) -> dict:
+    validate_tag_name(name)
+    now = _now()
+    created = now
+    if store.exists(_path(name)):
+        if not update:
+            raise TableExistsError(f"tag {name!r} already exists in {store.root}")
+        created = read_tag(store, name).get("createdAt", now)
+    doc = {
+        "branch": None,
+        "version": int(version),
+        "createdAt": created,
+        "updatedAt": now,
+        "manifestSize": int(manifest_size),
+        "metadata": {},
+    }
+    data = json.dumps(doc, indent=2).encode()
+    if update:
+        store.write_bytes(_path(name), data)
+    elif not store.put_if_not_exists(_path(name), data):
+        raise TableExistsError(f"tag {name!r} already exists in {store.root}")
+    return doc
+
+
+def delete_tag(store: ObjectStore, name: str) -> None:
+    validate_tag_name(name)
+    if not store.exists(_path(name)):
+        raise TableNotFoundError(f"tag {name!r} does not exist in {store.root}")
+    store.delete(_path(name))
+
+
+def resolve_version(store: ObjectStore, version) -> int | None:
+    """None -> None (latest); an int or numeric string -> that int; otherwise a
+    tag name -> its version."""
+    if version is None or version == "":
+        return None
+    if isinstance(version, int):
+        return version
+    s = str(version).strip()
+    if s.isdigit():
+        return int(s)
+    return int(read_tag(store, s)["version"])
