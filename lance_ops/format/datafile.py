@@ -215,7 +215,7 @@ def _leaf_pairs(node: FileNode, lf: Field):
 
 def _preorder_pairs(node: FileNode, lf: Field, skip_packed: bool):
     yield node, lf
-    if skip_packed and lf.is_packed_struct:
+    if skip_packed and (lf.is_packed_struct or lf.logical_type.startswith("fixed_size_list")):
         return
     for cn, cl in zip(node.children, lf.children):
         yield from _preorder_pairs(cn, cl, skip_packed)

@@ -397,7 +397,8 @@ def data_file_field_ids(fields: Iterable[Field], file_version: tuple[int, int]) 
     """``DataFile.fields`` for a file holding these (top-level) fields.
 
     2.1+: leaf fields only (packed structs count as one leaf). 2.0: every field
-    in pre-order except children of packed structs. Legacy 0.x: every field.
+    in pre-order except children of packed structs and of fixed-size lists.
+    Legacy 0.x: every field.
     """
     out: list[int] = []
     for f in fields:
@@ -412,7 +413,7 @@ def data_file_field_ids(fields: Iterable[Field], file_version: tuple[int, int]) 
 
 def _pre_order_unpacked(f: Field) -> Iterator[int]:
     yield f.id
-    if f.is_packed_struct:
+    if f.is_packed_struct or f.logical_type.startswith("fixed_size_list"):
         return
     for c in f.children:
         yield from _pre_order_unpacked(c)

@@ -184,14 +184,30 @@ def _convert(col: pa.Array, to: pa.DataType) -> pa.Array:
 # ---------------------------------------------------------------- writing
 def arrow_schema_for_spark(spark: T.StructType) -> pa.Schema:
     """Arrow schema for a new Lance table created from a Spark schema: Spark's
-    own Arrow mapping (timestamps as UTC instants), Spark field metadata as
-    Arrow field metadata (non-string values JSON-encoded)."""
+    own Arrow mapping (timestamps as UTC instants), list items named ``item``
+    as pyarrow and pylance name them (Spark says ``element``), Spark field
+    metadata as Arrow field metadata (non-string values JSON-encoded)."""
     base = to_arrow_schema(spark, timezone="UTC")
     fields = []
     for f, sf in zip(base, spark.fields):
+        f = f.with_type(_pyarrow_names(f.type))
         md = {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in (sf.metadata or {}).items()}
         fields.append(f.with_metadata(md) if md else f)
     return pa.schema(fields)
+
+
+def _pyarrow_names(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        item = t.value_field
+        item = pa.field("item", _pyarrow_names(item.type), item.nullable, item.metadata)
+        return pa.list_(item) if pa.types.is_list(t) else pa.large_list(item)
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_pyarrow_names(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        key = t.key_field.with_type(_pyarrow_names(t.key_type))
+        item = t.item_field.with_type(_pyarrow_names(t.item_type))
+        return pa.map_(key, item)
+    return t
 
 
 def lance_schema_for_spark(spark: T.StructType) -> Schema:

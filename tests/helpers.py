@@ -1,0 +1,72 @@
+"""Helpers shared by tests: pylance-side table inspection and row comparison."""
+from __future__ import annotations
+
+import datetime
+import decimal
+import glob
+import math
+import os
+
+import pyarrow as pa
+
+from lance_ops.format.manifest import decode_manifest_file
+from lance_ops.format.naming import parse_manifest_name
+
+
+def manifest_files(path: str) -> dict[int, str]:
+    out = {}
+    for p in glob.glob(os.path.join(path, "_versions", "*.manifest")):
+        parsed = parse_manifest_name(os.path.basename(p))
+        if parsed:
+            out[parsed[1]] = p
+    return out
+
+
+def read_manifest(path: str, version: int | None = None):
+    files = manifest_files(path)
+    v = max(files) if version is None else version
+    with open(files[v], "rb") as f:
+        return decode_manifest_file(f.read(), files[v])
+
+
+def norm(v):
+    """A Python value normalized so Spark rows and Arrow rows compare equal."""
+    if isinstance(v, dict):
+        return {k: norm(x) for k, x in v.items()}
+    if hasattr(v, "asDict"):
+        return {k: norm(x) for k, x in v.asDict(recursive=False).items()}
+    if isinstance(v, (list, tuple)):
+        # Map columns come from Arrow as lists of (key, value) tuples.
+        if v and all(isinstance(x, tuple) and len(x) == 2 for x in v) and isinstance(v, list):
+            return {norm(k): norm(x) for k, x in v}
+        return [norm(x) for x in v]
+    if isinstance(v, decimal.Decimal):
+        return int(v) if v == v.to_integral_value() else v
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        return v.replace(microsecond=v.microsecond)
+    if isinstance(v, float) and math.isnan(v):
+        return "NaN"
+    if isinstance(v, bytearray):
+        return bytes(v)
+    return v
+
+
+def spark_rows(df, sort_by) -> list[dict]:
+    rows = [norm(r.asDict(recursive=False)) for r in df.collect()]
+    return sorted(rows, key=lambda r: tuple(r[k] for k in sort_by))
+
+
+def arrow_rows(table: pa.Table, sort_by) -> list[dict]:
+    rows = [norm(r) for r in table.to_pylist()]
+    return sorted(rows, key=lambda r: tuple(r[k] for k in sort_by))
+
+
+def assert_same_rows(df, table: pa.Table, sort_by=("_rowid",)):
+    a = spark_rows(df, sort_by)
+    b = arrow_rows(table, sort_by)
+    assert len(a) == len(b), f"row counts differ: spark {len(a)} vs pylance {len(b)}"
+    assert set(a[0].keys()) == set(b[0].keys()) if a else True, (sorted(a[0]), sorted(b[0]))
+    for i, (x, y) in enumerate(zip(a, b)):
+        assert x == y, f"row {i} differs:\n  ours:    {x}\n  pylance: {y}"
