@@ -66,3 +66,8 @@ class ReadOnlyVersionError(LanceOpsError):
 
 class InvalidArgumentError(LanceOpsError, ValueError):
     """An argument is out of range or inconsistent (also a ``ValueError``)."""
+
+
+class DuplicateMatchError(LanceOpsError):
+    """A merge matched one target row with several source rows and more than
+    one of them would modify it (Delta raises the same error)."""

@@ -148,6 +148,28 @@ class LanceTable:
         self._writable()
         return self._moved(write_dataframe(self._spark, self._store, df, "overwrite", snapshot=self._snapshot))
 
+    def delete(self, condition=None) -> CommitInfo:
+        """Delete rows matching ``condition`` (Spark SQL string or Column; None
+        deletes every row). Writes deletion files only."""
+        from .ops.delete import delete
+
+        self._writable()
+        return self._moved(delete(self._spark, self._store, self._snapshot, condition, self.conflictRetries))
+
+    def update(self, condition=None, set: dict | None = None) -> CommitInfo:  # noqa: A002 (Delta's name)
+        """Set columns of rows matching ``condition`` (None: all rows) to new
+        values (Spark SQL strings or Columns)."""
+        from .ops.update import update
+
+        self._writable()
+        return self._moved(update(self._spark, self._store, self._snapshot, condition, set or {}, self.conflictRetries))
+
+    def merge(self, source, condition):
+        """A Delta-style merge builder: target alias ``t``, source alias ``s``."""
+        from .ops.merge import MergeBuilder
+
+        return MergeBuilder(self, source, condition)
+
     def __repr__(self) -> str:
         return f"LanceTable({self.uri!r}, version={self.version})"
 

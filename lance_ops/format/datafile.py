@@ -443,6 +443,33 @@ class FragmentDataReader:
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+    def take(self, offsets, batch_rows: int | None = None) -> Iterator[pa.RecordBatch]:
+        """Batches of the rows at ``offsets`` (sorted physical offsets), in order."""
+        import numpy as np
+
+        offsets = np.asarray(offsets, dtype=np.uint64)
+        if len(offsets) == 0:
+            return
+        batch_rows = batch_rows or self.batch_rows()
+        schema = pa.schema([t.to_arrow() for t in self.targets])
+        if not self._files:
+            for s in range(0, len(offsets), batch_rows):
+                n = min(batch_rows, len(offsets) - s)
+                yield pa.RecordBatch.from_arrays([_execute(p, [], n) for p in self._plans], schema=schema) if self.targets else _empty_batch(n)
+            return
+        lf = _lance_file()
+        iters = []
+        for uri, cols in self._files:
+            try:
+                reader = lf.LanceFileReader(uri, storage_options=self.store.codec_options or None, columns=cols)
+                iters.append(reader.take_rows(offsets.tolist(), batch_size=batch_rows).to_batches())
+            except Exception as e:
+                raise CorruptTableError(f"cannot read data file: {e}", uri) from e
+        for batches in _aligned(iters):
+            n = batches[0].num_rows
+            yield pa.RecordBatch.from_arrays([_execute(p, batches, n) for p in self._plans], schema=schema)
+
+
 def _empty_batch(n: int) -> pa.RecordBatch:
     """A batch with ``n`` rows and no columns."""
     return pa.RecordBatch.from_pydict({"_": pa.nulls(n)}).drop_columns(["_"])

@@ -57,6 +57,8 @@ class FragmentScan:
     batch_rows: int | None = None
     #: Keep deleted rows (internal jobs that must stay row-aligned).
     include_deleted: bool = False
+    #: Read only these physical offsets (sorted); start/end are ignored.
+    offsets: "np.ndarray | None" = None
     extra: dict = field(default_factory=dict)
 
 
@@ -91,14 +93,22 @@ def scan_fragment(store, schema: Schema, scan: FragmentScan) -> Iterator[pa.Reco
             n_phys,
         )
     base_addr = np.uint64(frag.id) << np.uint64(32)
-    pos = start
-    for batch in reader.read(start, end, scan.batch_rows):
+    if scan.offsets is not None:
+        offsets = np.asarray(scan.offsets, dtype=np.uint64)
+        source = reader.take(offsets, scan.batch_rows)
+    else:
+        offsets = None
+        source = reader.read(start, end, scan.batch_rows)
+    pos = start if offsets is None else 0
+    for batch in source:
         n = batch.num_rows
         lo, hi = pos, pos + n
         pos = hi
+        # Physical offsets of this batch's rows.
+        phys = np.arange(lo, hi, dtype=np.uint64) if offsets is None else offsets[lo:hi]
         keep = None
         if deleted is not None:
-            d = deleted[lo:hi]
+            d = deleted[lo:hi] if offsets is None else deleted[phys.astype(np.int64)]
             if d.any():
                 keep = ~d
                 if not keep.any():
@@ -106,17 +116,18 @@ def scan_fragment(store, schema: Schema, scan: FragmentScan) -> Iterator[pa.Reco
         arrays = list(batch.columns)
         names = list(batch.schema.names)
         fields = list(batch.schema)
+        idx = phys.astype(np.int64)
         for m in meta:
             if m == ROW_ADDR or (m == ROW_ID and row_ids is None):
-                values = base_addr + np.arange(lo, hi, dtype=np.uint64)
+                values = base_addr + phys
             elif m == ROW_ID:
-                values = row_ids[lo:hi]
+                values = row_ids[idx]
             elif m == ROW_CREATED:
-                values = created[lo:hi]
+                values = created[idx]
             elif m == ROW_UPDATED:
-                values = updated[lo:hi]
+                values = updated[idx]
             elif m == ROW_OFFSET:
-                values = np.arange(lo, hi, dtype=np.uint64)
+                values = phys
             else:
                 raise ValueError(f"unknown metadata column {m}")
             arrays.append(pa.array(values, type=pa.uint64()))

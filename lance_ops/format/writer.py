@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from ..errors import SchemaMismatchError
 from .datafile import DataFileWriter
 from .proto import table_pb2
+from .rowids import contiguous_runs, encode_row_ids, encode_versions
 from .schema import Field, Schema
 
 DEFAULT_MAX_ROWS_PER_FRAGMENT = 1024 * 1024
@@ -43,6 +45,83 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
+class FragmentSink:
+    """Streams rows into new fragments of at most ``max_rows`` rows.
+
+    Rows *moved* by an update keep their stable row id and created-at version:
+    pass ``row_ids`` / ``created`` with their batches and the fragment records
+    them (``inline_row_ids`` with one segment per contiguous run, and the
+    created-at versions of those rows) as pylance's REWRITE_ROWS transactions
+    do; the commit gives the rows of fresh inserts new ids. A sink is either
+    for moved rows or for fresh rows, never both.
+    """
+
+    def __init__(self, store, fields: Iterable[Field] | Schema, file_version: str,
+                 max_rows: int = DEFAULT_MAX_ROWS_PER_FRAGMENT, schema_metadata=None):
+        if isinstance(fields, Schema):
+            schema_metadata = fields.metadata if schema_metadata is None else schema_metadata
+            fields = fields.fields
+        self.store = store
+        self.fields = list(fields)
+        self.file_version = file_version
+        self.max_rows = max_rows
+        self.schema_metadata = schema_metadata
+        self.target = pa.schema([f.to_arrow() for f in self.fields])
+        self._writer: DataFileWriter | None = None
+        self._ids: list[np.ndarray] = []
+        self._created: list[np.ndarray] = []
+        self.carries_ids: bool | None = None
+
+    def write(self, batch: pa.RecordBatch, row_ids=None, created=None) -> Iterator[table_pb2.DataFragment]:
+        """Write a batch; yields fragments that filled up."""
+        carries = row_ids is not None
+        if self.carries_ids is None:
+            self.carries_ids = carries
+        elif self.carries_ids != carries:
+            raise ValueError("a FragmentSink holds either moved rows (with row ids) or fresh rows")
+        batch = conform_batch(batch, self.target)
+        offset = 0
+        try:
+            while offset < batch.num_rows:
+                if self._writer is None:
+                    self._writer = DataFileWriter(self.store, self.fields, self.file_version, self.schema_metadata)
+                room = self.max_rows - self._writer.num_rows
+                part = batch.slice(offset, room)
+                self._writer.write(part)
+                if carries:
+                    self._ids.append(np.asarray(row_ids[offset : offset + part.num_rows], dtype=np.uint64))
+                    if created is not None:
+                        self._created.append(np.asarray(created[offset : offset + part.num_rows], dtype=np.uint64))
+                offset += part.num_rows
+                if self._writer.num_rows >= self.max_rows:
+                    yield self._fragment()
+        except BaseException:
+            self.abort()
+            raise
+
+    def finish(self) -> Iterator[table_pb2.DataFragment]:
+        if self._writer is not None and self._writer.num_rows:
+            yield self._fragment()
+        self._writer = None
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            self._writer.abort()
+            self._writer = None
+
+    def _fragment(self) -> table_pb2.DataFragment:
+        writer, self._writer = self._writer, None
+        n = writer.num_rows
+        frag = table_pb2.DataFragment(id=0, files=[writer.finish()], physical_rows=n)
+        if self.carries_ids:
+            ids = np.concatenate(self._ids) if self._ids else np.empty(0, np.uint64)
+            frag.inline_row_ids = encode_row_ids(contiguous_runs(ids))
+            if self._created:
+                frag.inline_created_at_versions = encode_versions(np.concatenate(self._created))
+        self._ids, self._created = [], []
+        return frag
+
+
 def write_fragments(
     store,
     fields: Iterable[Field] | Schema,
@@ -52,36 +131,11 @@ def write_fragments(
     schema_metadata=None,
 ) -> Iterator[table_pb2.DataFragment]:
     """Yield new fragments holding ``batches`` (one data file each)."""
-    if isinstance(fields, Schema):
-        schema_metadata = fields.metadata if schema_metadata is None else schema_metadata
-        fields = fields.fields
-    fields = list(fields)
-    target = pa.schema([f.to_arrow() for f in fields])
-    writer: DataFileWriter | None = None
+    sink = FragmentSink(store, fields, file_version, max_rows_per_fragment, schema_metadata)
     try:
         for batch in batches:
-            batch = conform_batch(batch, target)
-            offset = 0
-            while offset < batch.num_rows:
-                if writer is None:
-                    writer = DataFileWriter(store, fields, file_version, schema_metadata)
-                room = max_rows_per_fragment - writer.num_rows
-                part = batch.slice(offset, room)
-                writer.write(part)
-                offset += part.num_rows
-                if writer.num_rows >= max_rows_per_fragment:
-                    yield _fragment(writer)
-                    writer = None
-        if writer is not None and writer.num_rows:
-            yield _fragment(writer)
-            writer = None
+            yield from sink.write(batch)
+        yield from sink.finish()
     except BaseException:
-        if writer is not None:
-            writer.abort()
+        sink.abort()
         raise
-
-
-def _fragment(writer: DataFileWriter) -> table_pb2.DataFragment:
-    n = writer.num_rows
-    df = writer.finish()
-    return table_pb2.DataFragment(id=0, files=[df], physical_rows=n)

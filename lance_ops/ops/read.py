@@ -2,24 +2,9 @@
 from __future__ import annotations
 
 from ..format.scan import ROW_ADDR, ROW_CREATED, ROW_ID, ROW_UPDATED
-from ..spark.datasource import DEFAULT_ROWS_PER_PARTITION, register
+from ..spark.datasource import register
+from ..spark.frames import rows_per_partition
 from ..txn.log import open_snapshot
-
-#: Tasks per core a scan aims for (a few large tasks beat many small ones: each
-#: Python task has a fixed cost).
-TASKS_PER_CORE = 2
-
-
-def rows_per_partition(spark, live_rows: int) -> int:
-    try:
-        cores = int(spark.sparkContext.defaultParallelism)
-    except Exception:
-        cores = 2
-    if live_rows <= 0:
-        return DEFAULT_ROWS_PER_PARTITION
-    per = -(-live_rows // max(1, cores * TASKS_PER_CORE))
-    return int(min(max(per, 64 * 1024), 4 * DEFAULT_ROWS_PER_PARTITION))
-
 
 def read_dataframe(
     spark,

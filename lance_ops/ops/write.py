@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..format.proto import table_pb2
 from ..results import CommitInfo
+from ..spark.errors import executor_errors
 from ..spark.progress import spark_job
 from ..spark.write import FRAGMENT_COLUMN, FRAGMENTS_SCHEMA, commit_write, map_in_arrow_writer, plan_write
 from ..txn.log import Snapshot
@@ -34,7 +35,7 @@ def write_dataframe(
         max_rows_per_fragment=max_rows_per_fragment,
     )
     op_name = "Append" if plan.mode == "append" else "Overwrite"
-    with spark_job(spark, mode, store.root, plan.read_version, "write fragments"):
+    with spark_job(spark, mode, store.root, plan.read_version, "write fragments"), executor_errors():
         rows = df.mapInArrow(map_in_arrow_writer(plan), FRAGMENTS_SCHEMA).collect()
     fragments = [bytes(r[FRAGMENT_COLUMN]) for r in rows]
     metrics = _metrics(fragments)

@@ -91,7 +91,8 @@ def _monitor(sc, group: str, label: str, stop: threading.Event, interval: float)
                             "%s: stage %d done, %d/%d tasks in %.1fs",
                             label, stage_id, done, info.numTasks, now - first_seen[stage_id],
                         )
-                    elif now - last_line.get(stage_id, first_seen[stage_id]) >= interval:
+                    elif (done or info.numActiveTasks) and now - last_line.get(stage_id, first_seen[stage_id]) >= interval:
+                        # (stages Spark skips or has not started yet stay silent)
                         last_line[stage_id] = now
                         log.info(
                             "%s: stage %d running, %d/%d tasks done (%d active)",

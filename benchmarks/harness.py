@@ -1,0 +1,225 @@
+"""What every suite works with: timing, results, byte and memory measurements.
+
+A suite's ``run(ctx)`` gets a :class:`Context` and returns a :class:`Section`
+of :class:`Result` rows, each comparing one lance_ops measurement with its
+peer measured in the same process.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+MiB = 1 << 20
+
+
+@dataclass
+class Timing:
+    """Wall-clock seconds of the timed runs of one callable, and what its last
+    run returned (so a suite can check that compared paths agree)."""
+
+    runs: list[float] = field(default_factory=list)
+    value: Any = None
+
+    @property
+    def best(self) -> float:
+        return min(self.runs)
+
+    def __str__(self) -> str:
+        runs = ", ".join(f"{s:.2f}" for s in self.runs)
+        return f"{self.best:.2f}" if len(self.runs) == 1 else f"{self.best:.2f} ({runs})"
+
+
+def interleave(
+    fns: dict[str, Callable[[], Any]],
+    repeat: int,
+    *,
+    warmup: bool = False,
+    setup: Callable[[str], Any] | None = None,
+) -> dict[str, Timing]:
+    """Time several callables round-robin, reversing the order every round, so
+    that load drifting on a shared machine hits each of them alike.
+
+    ``warmup`` first runs each callable once untimed (for reads: JIT, OS file
+    cache, Python workers). ``setup(name)`` runs untimed before every run of
+    ``fns[name]`` (for writes: remove the previous run's output)."""
+    if warmup:
+        for name, fn in fns.items():
+            if setup:
+                setup(name)
+            fn()
+    timings = {name: Timing() for name in fns}
+    order = list(fns)
+    for _ in range(repeat):
+        for name in order:
+            if setup:
+                setup(name)
+            start = time.perf_counter()
+            value = fns[name]()
+            timings[name].runs.append(time.perf_counter() - start)
+            timings[name].value = value
+        order.reverse()
+    return timings
+
+
+def timeit(fn: Callable[[], Any], repeat: int, *, warmup: bool = False, setup: Callable[[], Any] | None = None) -> Timing:
+    """Best and all of ``repeat`` timed runs of ``fn`` (see :func:`interleave`)."""
+    return interleave({"fn": fn}, repeat, warmup=warmup, setup=setup and (lambda _: setup()))["fn"]
+
+
+@dataclass
+class Result:
+    """One lance_ops measurement against its peer.
+
+    ``kind="rate"``: ratio = peer seconds / our seconds, our throughput as a
+    fraction of the peer's; the goal is a lower bound. ``kind="time"``: ratio =
+    our seconds / peer seconds, how many times longer we take; the goal is an
+    upper bound. A row without a peer only reports its timing."""
+
+    name: str
+    timing: Timing
+    peer: str | None = None
+    peer_timing: Timing | None = None
+    kind: str = "rate"
+    goal: float | None = None
+    notes: str = ""
+
+    def __post_init__(self):
+        if self.kind not in ("rate", "time"):
+            raise ValueError(f"kind must be 'rate' or 'time', got {self.kind!r}")
+
+    @property
+    def ratio(self) -> float | None:
+        if self.peer_timing is None:
+            return None
+        ours, peer = self.timing.best, self.peer_timing.best
+        return peer / ours if self.kind == "rate" else ours / peer
+
+    @property
+    def passed(self) -> bool | None:
+        if self.goal is None or self.ratio is None:
+            return None
+        return self.ratio >= self.goal if self.kind == "rate" else self.ratio <= self.goal
+
+    @property
+    def ratio_text(self) -> str:
+        return "" if self.ratio is None else f"{self.ratio:.2f}× {self.kind}"
+
+    @property
+    def goal_text(self) -> str:
+        if self.goal is None:
+            return ""
+        return f"{self.kind} {'≥' if self.kind == 'rate' else '≤'} {self.goal:g}×"
+
+    @property
+    def status(self) -> str:
+        return {True: "PASS", False: "FAIL", None: ""}[self.passed]
+
+    def line(self) -> str:
+        """One line for the console."""
+        text = f"{self.name}: {self.timing} s"
+        if self.peer_timing is not None:
+            text += f" vs {self.peer} {self.peer_timing} s -> {self.ratio_text}"
+        if self.goal is not None:
+            text += f" (goal {self.goal_text}: {self.status})"
+        return text + (f"; {self.notes}" if self.notes else "")
+
+
+@dataclass
+class Section:
+    """A suite's part of the report: what it ran and what it measured."""
+
+    title: str
+    description: str
+    results: list[Result] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def add(self, result: Result) -> Result:
+        """Record ``result`` and print it at once (a full run takes minutes)."""
+        self.results.append(result)
+        print(f"  {result.line()}", flush=True)
+        return result
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        print(f"  note: {text}", flush=True)
+
+
+def dir_bytes(path: str) -> int:
+    """Sum of the sizes of the files under ``path`` (0 if it does not exist):
+    compare before and after a write to get the bytes it wrote."""
+    total = 0
+    for root, _, files in os.walk(path):
+        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    return total
+
+
+def fmt_bytes(n: int) -> str:
+    return f"{n / MiB:,.1f} MiB"
+
+
+def remove(path: str) -> None:
+    """Delete a file or directory tree if present."""
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.exists(path):
+        os.remove(path)
+
+
+def jvm_peak_rss(spark) -> int | None:
+    """Peak RSS (bytes) of the Spark JVM -- in local mode the driver and the
+    executors -- from /proc (None where /proc is missing)."""
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def python_peak_rss() -> int:
+    """Peak RSS (bytes) of this Python driver process: where pylance runs, and
+    where lance_ops collects fragment metadata and commits."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+@dataclass
+class Context:
+    """What a suite gets: the run's one Spark session and its settings."""
+
+    spark: Any
+    rows: int
+    repeat: int
+    data_dir: str
+
+    @property
+    def scratch_dir(self) -> str:
+        """Outputs of timed writes; the runner deletes it at the end."""
+        return os.path.join(self.data_dir, "scratch")
+
+    def scratch(self, name: str) -> str:
+        """A path under :attr:`scratch_dir`, removed if it exists."""
+        path = os.path.join(self.scratch_dir, name)
+        remove(path)
+        os.makedirs(self.scratch_dir, exist_ok=True)
+        return path
+
+    def timeit(self, fn, *, warmup: bool = False, setup=None) -> Timing:
+        return timeit(fn, self.repeat, warmup=warmup, setup=setup)
+
+    def interleave(self, fns, *, warmup: bool = False, setup=None) -> dict[str, Timing]:
+        return interleave(fns, self.repeat, warmup=warmup, setup=setup)
+
+    def memory_note(self) -> str:
+        """Peak RSS so far of the Python driver and the Spark JVM (high-water
+        marks over the whole run up to now; Python workers not included)."""
+        jvm = jvm_peak_rss(self.spark)
+        jvm_text = "n/a" if jvm is None else fmt_bytes(jvm)
+        return f"peak RSS so far: Python driver {fmt_bytes(python_peak_rss())}, Spark JVM {jvm_text}"

@@ -1,0 +1,53 @@
+"""delete(condition): deletion vectors only -- no data file is rewritten.
+
+Spark evaluates the condition over just the columns it references (plus the
+row address); per touched fragment an executor unions the matched offsets into
+the deletion vector and writes the new deletion file; fragments left without
+live rows are dropped (``deleted_fragment_ids``). A delete matching nothing
+still commits an empty Delete, as pylance does.
+"""
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+
+from ..results import CommitInfo
+from ..spark.frames import as_column, describe, referenced_columns, scan_frame
+from ..spark.rowchanges import ACTION, DELETE, ROW_ADDR
+from ..txn.log import Snapshot
+from ..txn.operations import Delete
+from .dml import Prepared, analysis_frame, change_context, run_changes, run_dml
+
+
+def delete(spark, store, snapshot: Snapshot, condition, conflict_retries: int) -> CommitInfo:
+    predicate = describe(condition)
+    if condition is not None:
+        # Analyze once up front: bad SQL raises Spark's error before any work.
+        referenced_columns(analysis_frame(spark, snapshot), [condition])
+
+    def prepare(snap: Snapshot) -> Prepared:
+        if condition is None:
+            ids = [f.id for f in snap.fragments]
+            rows = snap.num_rows()
+            op = Delete([], ids, predicate)
+            metrics = {"numDeletedRows": rows, "numRemovedFragments": len(ids), "numUpdatedFragments": 0,
+                       "numAddedFiles": 0, "bytesWritten": 0}
+            return Prepared(op, metrics, {"predicate": predicate})
+        refs = referenced_columns(analysis_frame(spark, snap), [condition])
+        data_cols = [c for c in refs if c in snap.schema.names]
+        meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
+        frame = scan_frame(spark, snap, data_cols, meta)
+        requests = frame.where(as_column(condition)).select(ROW_ADDR, F.lit(DELETE).alias(ACTION))
+        ctx = change_context(spark, snap, assigned=[])
+        changes = run_changes(requests, ctx, writes_rows=False)
+        updated = changes.updated_fragments(snap)
+        op = Delete(updated, sorted(changes.removed), predicate, affected_rows=changes.affected)
+        metrics = {
+            "numDeletedRows": changes.deleted_rows,
+            "numRemovedFragments": len(changes.removed),
+            "numUpdatedFragments": len(updated),
+            "numAddedFiles": len(updated),
+            "bytesWritten": changes.deletion_bytes(store),
+        }
+        return Prepared(op, metrics, {"predicate": predicate})
+
+    return run_dml(spark, store, snapshot, "delete", prepare, conflict_retries)

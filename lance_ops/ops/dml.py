@@ -1,0 +1,92 @@
+"""Driver side of row-level changes (delete, update, merge): run the change
+pipeline of :mod:`lance_ops.spark.rowchanges` for one snapshot and commit, re-running
+the whole operation on the latest version after a retryable conflict."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..format.features import check_writable
+from ..format.scan import METADATA_COLUMNS
+from ..results import CommitInfo
+from ..spark.errors import executor_errors
+from ..spark.frames import empty_frame, table_spark_schema
+from ..spark.progress import spark_job
+from ..spark.rowchanges import (
+    FRAGMENT_KEY, KIND, PAYLOAD, RESULT_SCHEMA, ROW_ADDR, ChangeContext, ChangeSet,
+    changed_rows_schema, fragment_changes, write_changes,
+)
+from ..txn.commit import commit
+from ..txn.log import Snapshot, open_snapshot
+from ..txn.operations import Operation, Transaction
+from .common import commit_info, properties, with_conflict_retries
+
+
+def analysis_frame(spark, snapshot: Snapshot) -> DataFrame:
+    """An empty frame with the table's columns and metadata columns, for
+    analyzing user expressions without reading data."""
+    return empty_frame(spark, table_spark_schema(snapshot, METADATA_COLUMNS))
+
+
+def change_context(spark, snapshot: Snapshot, assigned: list[str], **kw) -> ChangeContext:
+    return ChangeContext(
+        store=snapshot.store,
+        schema=snapshot.schema,
+        table_spark=table_spark_schema(snapshot),
+        read_version=snapshot.version,
+        stable_row_ids=snapshot.stable_row_ids,
+        file_version=snapshot.data_format_version,
+        fragments={f.id: f.SerializeToString() for f in snapshot.fragments},
+        assigned=assigned,
+        **kw,
+    )
+
+
+def run_changes(requests: DataFrame, ctx: ChangeContext, key=None, writes_rows: bool = True) -> ChangeSet:
+    """One Spark job: per touched fragment (``key``: the fragment id, by default
+    from the row address), new deletion vector + rewritten rows; rewritten and
+    inserted rows written as new fragments. Returns metadata only."""
+    key = F.shiftright(F.col(ROW_ADDR), 32) if key is None else key
+    grouped = requests.groupBy(key.alias(FRAGMENT_KEY)).applyInArrow(
+        fragment_changes(ctx), changed_rows_schema(ctx.table_spark)
+    )
+    with executor_errors():
+        if writes_rows:
+            rows = grouped.mapInArrow(write_changes(ctx), RESULT_SCHEMA).collect()
+        else:
+            rows = grouped.select(KIND, PAYLOAD).collect()  # markers only: nothing to write
+    return ChangeSet.from_rows([(r[0], bytes(r[1])) for r in rows])
+
+
+@dataclass
+class Prepared:
+    """One attempt's transaction and metrics."""
+
+    operation: Operation
+    metrics: dict
+    parameters: dict
+
+
+def run_dml(
+    spark,
+    store,
+    snapshot: Snapshot,
+    name: str,
+    prepare: Callable[[Snapshot], Prepared],
+    conflict_retries: int,
+) -> CommitInfo:
+    """Prepare (Spark job) and commit; on a retryable conflict re-run on the latest
+    version, up to ``conflict_retries`` times."""
+    def attempt(i: int) -> CommitInfo:
+        snap = snapshot if i == 0 else open_snapshot(store)
+        check_writable(snap.manifest, f"at {store.root}")
+        with spark_job(spark, name, store.root, snap.version, f"attempt {i + 1}" if i else ""):
+            prepared = prepare(snap)
+        txn = Transaction(snap.version, prepared.operation, properties=properties(prepared.parameters, prepared.metrics))
+        result = commit(store, txn)
+        return commit_info(result, snap.version, prepared.metrics, reruns=i)
+
+    return with_conflict_retries(attempt, conflict_retries)

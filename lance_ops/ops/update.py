@@ -1,0 +1,78 @@
+"""update(condition, set): matched rows move to new fragments with new values.
+
+The old copies are deleted through deletion vectors (REWRITE_ROWS, as pylance's
+update does). With stable row ids a moved row keeps its ``_rowid`` and
+``_row_created_at_version``; its ``_row_last_updated_at_version`` becomes the
+new version. Values are Spark SQL strings or Columns, evaluated with the old
+row's values and cast to the column's type (Spark's rules and errors).
+"""
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+
+from ..errors import InvalidArgumentError, SchemaMismatchError
+from ..format.scan import METADATA_COLUMNS
+from ..results import CommitInfo
+from ..spark.frames import as_column, describe, referenced_columns, scan_frame, table_spark_schema
+from ..spark.rowchanges import ACTION, ROW_ADDR, UPDATE
+from ..txn.log import Snapshot
+from ..txn.operations import REWRITE_ROWS, Update
+from .dml import Prepared, analysis_frame, change_context, run_changes, run_dml
+
+
+def check_assignments(snapshot: Snapshot, assignments: dict) -> None:
+    if not isinstance(assignments, dict) or not assignments:
+        raise InvalidArgumentError("update needs a non-empty dict of column -> new value")
+    names = snapshot.schema.names
+    for c in assignments:
+        if c in METADATA_COLUMNS:
+            raise SchemaMismatchError(f"{c} is a metadata column and cannot be assigned")
+        if c not in names:
+            raise SchemaMismatchError(f"cannot update unknown column {c!r}; columns: {names}")
+
+
+def assignment_columns(snapshot: Snapshot, assignments: dict) -> list:
+    types = {f.name: f.dataType for f in table_spark_schema(snapshot).fields}
+    return [as_column(v).cast(types[c]).alias(c) for c, v in assignments.items()]
+
+
+def update(spark, store, snapshot: Snapshot, condition, assignments: dict, conflict_retries: int) -> CommitInfo:
+    check_assignments(snapshot, assignments)
+    predicate = describe(condition)
+    exprs = ([condition] if condition is not None else []) + list(assignments.values())
+    referenced_columns(analysis_frame(spark, snapshot), exprs)  # bad SQL fails here
+    params = {"predicate": predicate, "set": ", ".join(f"{c} = {describe(v)}" for c, v in assignments.items())}
+
+    def prepare(snap: Snapshot) -> Prepared:
+        refs = referenced_columns(analysis_frame(spark, snap), exprs)
+        data_cols = [c for c in refs if c in snap.schema.names]
+        meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
+        frame = scan_frame(spark, snap, data_cols, meta)
+        if condition is not None:
+            frame = frame.where(as_column(condition))
+        requests = frame.select(ROW_ADDR, F.lit(UPDATE).alias(ACTION), *assignment_columns(snap, assignments))
+        ctx = change_context(spark, snap, assigned=list(assignments))
+        changes = run_changes(requests, ctx)
+        modified = [snap.schema.field(c).id for c in assignments]
+        op = Update(
+            removed_fragment_ids=sorted(changes.removed),
+            updated_fragments=changes.updated_fragments(snap),
+            new_fragments=changes.new_fragments,
+            fields_modified=[],
+            fields_for_preserving_frag_bitmap=modified,
+            update_mode=REWRITE_ROWS,
+            affected_rows=changes.affected,
+            description=params,
+        )
+        metrics = {
+            "numUpdatedRows": changes.updated_rows,
+            "numRemovedFragments": len(changes.removed),
+            "numUpdatedFragments": len(op.updated_fragments),
+            "numAddedFragments": len(op.new_fragments),
+            "numAddedFiles": len(op.updated_fragments) + sum(len(f.files) for f in op.new_fragments),
+            "bytesWritten": changes.deletion_bytes(store)
+            + sum(df.file_size_bytes for f in op.new_fragments for df in f.files),
+        }
+        return Prepared(op, metrics, params)
+
+    return run_dml(spark, store, snapshot, "update", prepare, conflict_retries)

@@ -1,0 +1,159 @@
+"""DataFrames over a table version, and what Spark SQL expressions reference.
+
+Internal jobs read a pinned version through the ``lance`` data source with only
+the columns they need (:func:`scan_frame`); which columns that is comes from
+Spark's own analysis of the user's expressions (:func:`referenced_columns`),
+so a ``delete("x > 5")`` reads ``x`` and the row address, nothing else. The
+analysis also surfaces bad SQL as Spark's AnalysisException / ParseException
+before any data is touched.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..format.scan import ROW_ADDR, ROW_CREATED, ROW_ID, ROW_UPDATED
+from ..txn.log import Snapshot
+from .datasource import DEFAULT_ROWS_PER_PARTITION, register
+from .types import spark_schema
+
+#: Tasks per core a scan aims for (a few large tasks beat many small ones: each
+#: Python task has a fixed cost).
+TASKS_PER_CORE = 2
+
+
+def total_cores(spark) -> int:
+    """Task slots of the cluster: N of a ``local[N]`` master, otherwise
+    executors x cores (falling back to the default parallelism)."""
+    sc = spark.sparkContext
+    master = sc.master or ""
+    if master.startswith("local"):
+        inner = master[len("local"):].strip("[]").split(",")[0]
+        if inner in ("", "*"):
+            import os
+
+            return os.cpu_count() or 1
+        try:
+            return max(1, int(inner))
+        except ValueError:
+            pass
+    conf = sc.getConf()
+    try:
+        return int(conf.get("spark.executor.instances")) * int(conf.get("spark.executor.cores", "1"))
+    except (TypeError, ValueError):
+        return max(1, int(sc.defaultParallelism))
+
+
+def rows_per_partition(spark, live_rows: int) -> int:
+    cores = total_cores(spark)
+    if live_rows <= 0:
+        return DEFAULT_ROWS_PER_PARTITION
+    per = -(-live_rows // max(1, cores * TASKS_PER_CORE))
+    return int(min(max(per, 64 * 1024), 4 * DEFAULT_ROWS_PER_PARTITION))
+
+
+def as_column(e) -> Column:
+    """A Spark SQL string or a Column as a Column."""
+    if isinstance(e, Column):
+        return e
+    if isinstance(e, str):
+        return F.expr(e)
+    raise TypeError(f"expected a Spark SQL string or a Column, got {type(e).__name__}")
+
+
+def describe(e) -> str:
+    """Readable text of a condition / expression (for history())."""
+    if e is None:
+        return "true"
+    if isinstance(e, str):
+        return e
+    try:
+        return e._jc.toString()
+    except Exception:
+        return str(e)
+
+
+def empty_frame(spark, schema: T.StructType) -> DataFrame:
+    return spark.createDataFrame([], schema)
+
+
+def referenced_columns(frame: DataFrame, exprs: Iterable) -> list[str]:
+    """Top-level columns of ``frame`` that ``exprs`` reference (in frame order).
+
+    Analyzes ``frame.select(*exprs)`` -- raising Spark's own error for bad SQL --
+    and asks Catalyst for the attributes the projection references. Falls back
+    to every column where the JVM plan is not reachable (e.g. Spark Connect).
+    """
+    cols = [as_column(e) for e in exprs]
+    if not cols:
+        return []
+    projected = frame.select(*cols)
+    try:
+        plan = projected._jdf.queryExecution().analyzed()
+        it = plan.references().toSeq().iterator()
+        names = set()
+        while it.hasNext():
+            names.add(it.next().name())
+    except Exception:
+        return list(frame.columns)
+    return [c for c in frame.columns if c in names]
+
+
+def referenced_attributes(frame: DataFrame, exprs: Iterable) -> set[int] | None:
+    """Expression ids of the attributes ``exprs`` reference when analyzed over
+    ``frame`` (None where the JVM plan is not reachable). Raises Spark's own
+    error for bad SQL."""
+    cols = [as_column(e) for e in exprs]
+    if not cols:
+        return set()
+    projected = frame.select(*cols)
+    try:
+        it = projected._jdf.queryExecution().analyzed().references().toSeq().iterator()
+        out = set()
+        while it.hasNext():
+            out.add(it.next().exprId().id())
+        return out
+    except Exception:
+        return None
+
+
+def output_attributes(frame: DataFrame) -> dict[int, str]:
+    """exprId -> column name of a frame's output attributes."""
+    it = frame._jdf.queryExecution().analyzed().output().iterator()
+    out = {}
+    while it.hasNext():
+        a = it.next()
+        out[a.exprId().id()] = a.name()
+    return out
+
+
+def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(ROW_ADDR,)) -> DataFrame:
+    """The table at ``snapshot``'s version: ``columns`` (None = all) plus
+    metadata columns, through the ``lance`` data source."""
+    register(spark)
+    store = snapshot.store
+    reader = (
+        spark.read.format("lance")
+        .option("version", str(snapshot.version))
+        .option("rowsPerPartition", str(rows_per_partition(spark, snapshot.num_rows())))
+        .option("metadataColumns", ",".join(metadata))
+    )
+    cols = snapshot.schema.names if columns is None else list(columns)
+    # An explicit schema pins the column set (and skips a schema() round trip).
+    reader = reader.schema(spark_schema(snapshot.schema, cols, metadata))
+    for k, v in store.storage_options.items():
+        reader = reader.option(f"storage.{k}", v)
+    return reader.load(store.uri)
+
+
+def table_spark_schema(snapshot: Snapshot, metadata=()) -> T.StructType:
+    return spark_schema(snapshot.schema, None, metadata)
+
+
+__all__ = [
+    "as_column", "describe", "empty_frame", "referenced_columns", "scan_frame", "table_spark_schema",
+    "ROW_ADDR", "ROW_ID", "ROW_CREATED", "ROW_UPDATED",
+]

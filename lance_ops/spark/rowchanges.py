@@ -1,0 +1,322 @@
+"""Row-level changes -- the executor pipeline behind delete, update and merge.
+
+Driver-side, an operation turns the user's condition / clauses into a
+DataFrame of *change requests*, one row per target row to change::
+
+    _rowaddr  long     the target row's address (fragment id << 32 | offset)
+    _action   string   "U" (rewrite with new values) or "D" (delete)
+    <assigned columns> new values of the columns the operation assigns
+
+plus, for merge, *insert* rows. Then, in one Spark job:
+
+1. requests are grouped by fragment (``groupBy(fragment).applyInArrow``) and
+   :func:`fragment_changes` handles each touched fragment in an executor: it
+   unions the requested offsets into the fragment's deletion vector and writes
+   the new deletion file (of the kind pylance would pick, or none when every
+   row is now deleted), reads the *unassigned* columns of the rows to rewrite
+   (random access, only those rows) together with their stable row id and
+   created-at version, and emits the complete new rows -- plus one marker row
+   carrying the fragment's deletion result;
+2. :func:`write_changes` (``mapInArrow``) streams the rewritten rows into new
+   fragments that carry the moved rows' ids and created-at versions, fresh
+   inserts into fragments of their own, and passes the markers through.
+
+The driver collects only metadata -- markers and new fragments -- and builds
+one Delete or Update transaction (:class:`ChangeSet`).
+"""
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap
+from pyspark.sql import types as T
+
+from ..errors import DuplicateMatchError, LanceOpsError
+from ..format.deletion import read_deletion_vector, write_deletion_vector
+from ..format.proto import table_pb2
+from ..format.scan import ROW_CREATED, ROW_ID, FragmentScan, scan_fragment
+from ..format.schema import Schema
+from ..format.writer import FragmentSink
+from ..storage.objectstore import ObjectStore
+from .types import spark_arrow_schema, to_spark_batch
+
+ROW_ADDR = "_rowaddr"
+ACTION = "_action"
+UPDATE = "U"
+DELETE = "D"
+INSERT_ACTION = "I"
+FRAGMENT_KEY = "_fragment"
+
+KIND = "_kind"
+PAYLOAD = "_payload"
+CARRIED_ID = "_carried_rowid"
+CARRIED_CREATED = "_carried_created"
+MOVED, INSERT, MARKER, FRAGMENT = "moved", "insert", "marker", "fragment"
+
+RESULT_SCHEMA = T.StructType([T.StructField("kind", T.StringType(), False), T.StructField("payload", T.BinaryType(), False)])
+
+#: Prefix of the error raised when several source rows change one target row.
+DUPLICATE_MATCH = "MERGE_DUPLICATE_MATCH"
+
+
+@dataclass
+class ChangeContext:
+    """What the executor tasks need (pickled into their closures)."""
+
+    store: ObjectStore
+    schema: Schema
+    table_spark: T.StructType
+    read_version: int
+    stable_row_ids: bool
+    file_version: str
+    fragments: dict[int, bytes]
+    assigned: list[str]
+    max_rows_per_fragment: int = 1 << 20
+    #: Merge with only unconditional delete clauses may match a row twice.
+    allow_duplicate_matches: bool = False
+
+    @property
+    def unassigned(self) -> list[str]:
+        return [f.name for f in self.table_spark.fields if f.name not in self.assigned]
+
+
+def nullable(schema: T.StructType) -> T.StructType:
+    return T.StructType([T.StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
+
+
+def changed_rows_schema(table_spark: T.StructType) -> T.StructType:
+    """Rows after :func:`fragment_changes`: the table's columns (nullable: marker
+    rows have none), the carried row id / created-at version, kind and payload."""
+    return T.StructType(
+        nullable(table_spark).fields
+        + [
+            T.StructField(CARRIED_ID, T.LongType(), True),
+            T.StructField(CARRIED_CREATED, T.LongType(), True),
+            T.StructField(KIND, T.StringType(), False),
+            T.StructField(PAYLOAD, T.BinaryType(), True),
+        ]
+    )
+
+
+# ---------------------------------------------------------------- phase 1
+def fragment_changes(ctx: ChangeContext):
+    """``applyInArrow`` function: one touched fragment's change requests in,
+    its rewritten rows and one marker row out."""
+    out_spark = changed_rows_schema(ctx.table_spark)
+    out_arrow = spark_arrow_schema(out_spark)
+    take_spark = nullable(T.StructType([f for f in ctx.table_spark.fields if f.name not in ctx.assigned]))
+    take_arrow = spark_arrow_schema(take_spark)
+
+    def run(key, table):  # no annotations: pyspark infers the UDF kind from them
+        frag_id = int(key[0].as_py())
+        if frag_id < 0:  # merge inserts (spread over negative keys)
+            return _inserts(table, out_arrow)
+        frag = table_pb2.DataFragment.FromString(ctx.fragments[frag_id])
+        addr = table.column(ROW_ADDR).to_numpy().astype(np.uint64)
+        offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        uniq, first, counts = np.unique(offsets, return_index=True, return_counts=True)
+        if (counts > 1).any():
+            if not ctx.allow_duplicate_matches:
+                dup = int(uniq[counts > 1][0])
+                raise DuplicateMatchError(
+                    f"{DUPLICATE_MATCH}: several source rows matched target row {(frag_id << 32) | dup} "
+                    f"(fragment {frag_id}, offset {dup}) and more than one would modify it"
+                )
+            table = table.take(pa.array(first))
+            offsets = uniq
+        is_update = (table.column(ACTION).to_numpy(zero_copy_only=False) == UPDATE)
+        n_update = int(is_update.sum())
+
+        # 1. deletion vector: old | requested rows.
+        old = read_deletion_vector(ctx.store, frag)
+        dv = old.extended(offsets)
+        removed = len(dv) >= frag.physical_rows
+        deletion = None if removed else write_deletion_vector(ctx.store, frag_id, ctx.read_version, dv)
+        marker = {
+            "fragment_id": frag_id,
+            "removed": removed,
+            "deletion_file": deletion.SerializeToString() if deletion is not None else None,
+            "affected": BitMap(offsets.astype(np.uint32)).serialize(),
+            "updated": n_update,
+            "deleted": int(len(offsets) - n_update),
+        }
+        parts = [_marker_batch(out_arrow, pickle.dumps(marker))]
+
+        # 2. rows to rewrite: assigned values + the rest read back by offset.
+        if n_update:
+            upd = table.filter(pa.array(is_update))
+            upd_offsets = offsets[is_update]
+            order = np.argsort(upd_offsets, kind="stable")
+            upd = upd.take(pa.array(order))
+            upd_offsets = upd_offsets[order]
+            parts.append(_rewritten(ctx, frag, upd, upd_offsets, take_arrow, out_arrow))
+        return pa.Table.from_batches(parts, schema=out_arrow)
+
+    return run
+
+
+def _inserts(table: pa.Table, out_arrow: pa.Schema) -> pa.Table:
+    n = table.num_rows
+    arrays = []
+    for f in out_arrow:
+        if f.name == KIND:
+            arrays.append(pa.array([INSERT] * n, f.type))
+        elif f.name in (PAYLOAD, CARRIED_ID, CARRIED_CREATED):
+            arrays.append(pa.nulls(n, f.type))
+        else:
+            col = table.column(f.name).combine_chunks()
+            arrays.append(col if col.type == f.type else col.cast(f.type))
+    return pa.Table.from_arrays(arrays, schema=out_arrow)
+
+
+def _marker_batch(schema: pa.Schema, payload: bytes) -> pa.RecordBatch:
+    arrays = []
+    for f in schema:
+        if f.name == KIND:
+            arrays.append(pa.array([MARKER], f.type))
+        elif f.name == PAYLOAD:
+            arrays.append(pa.array([payload], f.type))
+        else:
+            arrays.append(pa.nulls(1, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _rewritten(ctx: ChangeContext, frag, upd: pa.Table, offsets: np.ndarray, take_arrow: pa.Schema, out_arrow: pa.Schema) -> pa.RecordBatch:
+    meta = [ROW_ID, ROW_CREATED] if ctx.stable_row_ids else []
+    scan = FragmentScan(
+        frag, ctx.unassigned, meta, offsets=offsets.astype(np.uint64), include_deleted=True,
+        stable_row_ids=ctx.stable_row_ids,
+    )
+    n = len(offsets)
+    batches = list(scan_fragment(ctx.store, ctx.schema, scan))
+    old = pa.Table.from_batches(batches) if batches else pa.table({})
+    if (ctx.unassigned or meta) and old.num_rows != n:
+        raise LanceOpsError(f"fragment {frag.id}: read {old.num_rows} rows for {n} offsets")
+    converted = None
+    if ctx.unassigned:
+        raw = pa.RecordBatch.from_arrays([old.column(c).combine_chunks() for c in ctx.unassigned], names=ctx.unassigned)
+        converted = to_spark_batch(raw, take_arrow)
+    arrays = []
+    for f in out_arrow:
+        if f.name == KIND:
+            arrays.append(pa.array([MOVED] * n, f.type))
+        elif f.name == PAYLOAD:
+            arrays.append(pa.nulls(n, f.type))
+        elif f.name == CARRIED_ID:
+            arrays.append(old.column(ROW_ID).cast(pa.int64()).combine_chunks() if meta else pa.nulls(n, pa.int64()))
+        elif f.name == CARRIED_CREATED:
+            arrays.append(old.column(ROW_CREATED).cast(pa.int64()).combine_chunks() if meta else pa.nulls(n, pa.int64()))
+        elif f.name in ctx.assigned:
+            col = upd.column(f.name).combine_chunks()
+            arrays.append(col if col.type == f.type else col.cast(f.type))
+        else:
+            arrays.append(converted.column(f.name))
+    return pa.RecordBatch.from_arrays(arrays, schema=out_arrow)
+
+
+# ---------------------------------------------------------------- phase 2
+def write_changes(ctx: ChangeContext):
+    """``mapInArrow`` function: rewritten and inserted rows into new fragments
+    (moved rows keep their ids), markers passed through; emits (kind, payload)."""
+    names = [f.name for f in ctx.table_spark.fields]
+
+    def run(batches):
+        moved = FragmentSink(ctx.store, ctx.schema, ctx.file_version, ctx.max_rows_per_fragment)
+        fresh = FragmentSink(ctx.store, ctx.schema, ctx.file_version, ctx.max_rows_per_fragment)
+        out_kind: list[str] = []
+        out_payload: list[bytes] = []
+
+        def emit(frags):
+            for frag in frags:
+                out_kind.append(FRAGMENT)
+                out_payload.append(frag.SerializeToString())
+
+        try:
+            for b in batches:
+                kinds = b.column(KIND).to_numpy(zero_copy_only=False)
+                markers = kinds == MARKER
+                if markers.any():
+                    for p in b.column(PAYLOAD).filter(pa.array(markers)).to_pylist():
+                        out_kind.append(MARKER)
+                        out_payload.append(p)
+                data = pa.RecordBatch.from_arrays([b.column(n) for n in names], names=names)
+                mv = kinds == MOVED
+                if mv.any():
+                    part = data.filter(pa.array(mv))
+                    if ctx.stable_row_ids:
+                        ids = b.column(CARRIED_ID).filter(pa.array(mv)).to_numpy().astype(np.uint64)
+                        created = b.column(CARRIED_CREATED).filter(pa.array(mv)).to_numpy().astype(np.uint64)
+                        emit(moved.write(part, ids, created))
+                    else:
+                        emit(fresh.write(part))
+                ins = kinds == INSERT
+                if ins.any():
+                    emit(fresh.write(data.filter(pa.array(ins))))
+            emit(moved.finish())
+            emit(fresh.finish())
+        except BaseException:
+            moved.abort()
+            fresh.abort()
+            raise
+        if out_kind:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(out_kind, pa.string()), pa.array(out_payload, pa.binary())], names=["kind", "payload"]
+            )
+
+    return run
+
+
+# ---------------------------------------------------------------- results
+@dataclass
+class ChangeSet:
+    """What a change job produced, parsed on the driver."""
+
+    removed: list[int] = field(default_factory=list)
+    deletion_files: dict[int, table_pb2.DeletionFile] = field(default_factory=dict)
+    affected: dict[int, BitMap] = field(default_factory=dict)
+    new_fragments: list[table_pb2.DataFragment] = field(default_factory=list)
+    updated_rows: int = 0
+    deleted_rows: int = 0
+
+    @classmethod
+    def from_rows(cls, rows) -> "ChangeSet":
+        out = cls()
+        moved, fresh = [], []
+        for kind, payload in rows:
+            if kind == MARKER:
+                m = pickle.loads(payload)
+                fid = m["fragment_id"]
+                out.affected[fid] = BitMap.deserialize(m["affected"])
+                out.updated_rows += m["updated"]
+                out.deleted_rows += m["deleted"]
+                if m["removed"]:
+                    out.removed.append(fid)
+                else:
+                    out.deletion_files[fid] = table_pb2.DeletionFile.FromString(m["deletion_file"])
+            elif kind == FRAGMENT:
+                frag = table_pb2.DataFragment.FromString(payload)
+                (moved if frag.HasField("inline_row_ids") else fresh).append(frag)
+        # Moved rows first, fresh inserts after (fresh ids are assigned in order).
+        out.new_fragments = moved + fresh
+        return out
+
+    def updated_fragments(self, snapshot) -> list[table_pb2.DataFragment]:
+        """Copies of the touched fragments with their new deletion files."""
+        out = []
+        for fid, df in sorted(self.deletion_files.items()):
+            frag = table_pb2.DataFragment()
+            frag.CopyFrom(snapshot.fragment(fid))
+            frag.deletion_file.CopyFrom(df)
+            out.append(frag)
+        return out
+
+    def inserted_rows(self) -> int:
+        return sum(f.physical_rows for f in self.new_fragments) - self.updated_rows
+
+    def deletion_bytes(self, store) -> int:
+        from ..format.deletion import deletion_path_of
+
+        return sum(store.size(deletion_path_of(fid, df)) for fid, df in self.deletion_files.items())
