@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from ..results import CommitInfo
-from ..spark.frames import as_column, describe, referenced_columns, scan_frame
+from ..spark.frames import as_column, check_condition, describe, referenced_columns, scan_frame
 from ..spark.rowchanges import ACTION, DELETE, ROW_ADDR
 from ..txn.log import Snapshot
 from ..txn.operations import Delete
@@ -22,7 +22,7 @@ def delete(spark, store, snapshot: Snapshot, condition, conflict_retries: int) -
     predicate = describe(condition)
     if condition is not None:
         # Analyze once up front: bad SQL raises Spark's error before any work.
-        referenced_columns(analysis_frame(spark, snapshot), [condition])
+        check_condition(analysis_frame(spark, snapshot), condition)
 
     def prepare(snap: Snapshot) -> Prepared:
         if condition is None:

@@ -18,10 +18,9 @@ pylance's merge_insert does.
 """
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..errors import InvalidArgumentError, SchemaMismatchError
@@ -155,7 +154,10 @@ def merge(spark, store, snapshot: Snapshot, source: DataFrame, condition, clause
     _plan(spark, evolved, source, condition, clauses)  # analysis errors surface before any work
 
     def prepare(snap: Snapshot) -> Prepared:
-        requests, key, assigned, observation = _plan(spark, snap, source, condition, clauses)
+        # Counted in its own job: Spark's observe() metrics go missing when
+        # adaptive execution prunes the observed branch (e.g. an empty join side).
+        source_rows = source.count()
+        requests, key, assigned = _plan(spark, snap, source, condition, clauses)
         only_unconditional_delete = [
             (c.action, c.condition) for c in clauses if c.kind == MATCHED
         ] == [("delete", None)]
@@ -172,7 +174,7 @@ def merge(spark, store, snapshot: Snapshot, source: DataFrame, condition, clause
             description=params,
         )
         metrics = {
-            "numSourceRows": int(observation.get.get("rows", 0)),
+            "numSourceRows": source_rows,
             "numInsertedRows": changes.inserted_rows(),
             "numUpdatedRows": changes.updated_rows,
             "numDeletedRows": changes.deleted_rows,
@@ -193,7 +195,7 @@ def merge(spark, store, snapshot: Snapshot, source: DataFrame, condition, clause
 
 def _plan(spark, snap: Snapshot, source: DataFrame, condition, clauses: list[Clause]):
     """The change-request DataFrame for one snapshot: (requests, group key,
-    assigned columns, source-row observation)."""
+    assigned columns)."""
     table_spark = table_spark_schema(snap)
     types = {f.name: f.dataType for f in table_spark.fields}
     table_cols = [f.name for f in table_spark.fields]
@@ -227,9 +229,7 @@ def _plan(spark, snap: Snapshot, source: DataFrame, condition, clauses: list[Cla
     narrow = [c for c in table_cols if c in referenced or c in need_old]
 
     target = scan_frame(spark, snap, narrow, [ROW_ADDR]).withColumn(T_PRESENT, F.lit(True)).alias("t")
-    # Names must be unique per query: a reused name silently never completes.
-    observation = Observation(f"lance_ops_merge_source_{uuid.uuid4().hex}")
-    src = source.observe(observation, F.count(F.lit(1)).alias("rows")).withColumn(S_PRESENT, F.lit(True)).alias("s")
+    src = source.withColumn(S_PRESENT, F.lit(True)).alias("s")
 
     kinds = {c.kind for c in clauses}
     cond = as_column(condition)
@@ -274,4 +274,4 @@ def _plan(spark, snap: Snapshot, source: DataFrame, condition, clauses: list[Cla
     requests = joined.select(rowaddr.alias(ROW_ADDR), action.alias(ACTION), *columns)
     # Inserts have no row address: spread them over negative group keys.
     key = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.spark_partition_id()).otherwise(F.shiftright(F.col(ROW_ADDR), 32))
-    return requests, key, assigned_any, observation
+    return requests, key, assigned_any

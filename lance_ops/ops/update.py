@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..format.scan import METADATA_COLUMNS
 from ..results import CommitInfo
-from ..spark.frames import as_column, describe, referenced_columns, scan_frame, table_spark_schema
+from ..spark.frames import as_column, check_condition, describe, referenced_columns, scan_frame, table_spark_schema
 from ..spark.rowchanges import ACTION, ROW_ADDR, UPDATE
 from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_ROWS, Update
@@ -40,7 +40,9 @@ def update(spark, store, snapshot: Snapshot, condition, assignments: dict, confl
     check_assignments(snapshot, assignments)
     predicate = describe(condition)
     exprs = ([condition] if condition is not None else []) + list(assignments.values())
-    referenced_columns(analysis_frame(spark, snapshot), exprs)  # bad SQL fails here
+    frame = analysis_frame(spark, snapshot)  # bad SQL fails here, before any work
+    check_condition(frame, condition)
+    frame.select(*assignment_columns(snapshot, assignments))
     params = {"predicate": predicate, "set": ", ".join(f"{c} = {describe(v)}" for c, v in assignments.items())}
 
     def prepare(snap: Snapshot) -> Prepared:

@@ -102,6 +102,13 @@ def referenced_columns(frame: DataFrame, exprs: Iterable) -> list[str]:
     return [c for c in frame.columns if c in names]
 
 
+def check_condition(frame: DataFrame, condition) -> None:
+    """Analyze ``condition`` as a filter over ``frame``: Spark raises its own
+    error for bad SQL or a non-boolean condition, before any work is done."""
+    if condition is not None:
+        frame.where(as_column(condition))
+
+
 def referenced_attributes(frame: DataFrame, exprs: Iterable) -> set[int] | None:
     """Expression ids of the attributes ``exprs`` reference when analyzed over
     ``frame`` (None where the JVM plan is not reachable). Raises Spark's own

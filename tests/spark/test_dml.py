@@ -1,0 +1,287 @@
+"""delete / update / merge: differential against pylance on the same starting
+table -- rows, _rowid, created/updated lineage and versions equal -- and
+pylance reads our result."""
+import shutil
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+from pyspark.sql import functions as F
+
+from lance_ops import LanceTable
+from lance_ops.errors import DuplicateMatchError, SchemaMismatchError
+from tests.helpers import arrow_rows, assert_same_rows
+
+LINEAGE = ["_row_created_at_version", "_row_last_updated_at_version"]
+
+
+def start_table(n=1000) -> pa.Table:
+    ids = np.arange(n)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "grp": pa.array(ids % 7, pa.int32()),
+            "name": pa.array([None if i % 11 == 0 else f"n{i}" for i in ids]),
+            "score": pa.array(ids * 1.5),
+            "tags": pa.array([[f"t{i % 3}"] for i in ids], pa.list_(pa.string())),
+        }
+    )
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """(ours, ref): identical pylance-written tables (stable row ids, 5 fragments,
+    an existing deletion and a second version)."""
+    ref = str(tmp_path / "ref.lance")
+    lance.write_dataset(start_table(), ref, max_rows_per_file=200, enable_stable_row_ids=True)
+    lance.dataset(ref).delete("id % 50 = 49")
+    ours = str(tmp_path / "ours.lance")
+    shutil.copytree(ref, ours)
+    return ours, ref
+
+
+def view(path):
+    ds = lance.dataset(path)
+    return ds.to_table(columns=ds.schema.names + LINEAGE, with_row_id=True)
+
+
+def assert_same_as_pylance(ours, ref, fresh_from=None):
+    """Same version, rows and lineage. Rows with ``_rowid >= fresh_from`` were
+    inserted fresh: their ids are assigned in write order, which depends on each
+    engine's join order, so those ids are compared as a set."""
+    assert lance.dataset(ours).version == lance.dataset(ref).version
+    a, b = arrow_rows(view(ours), ("id",)), arrow_rows(view(ref), ("id",))
+    if fresh_from is not None:
+        fresh_a = sorted(r.pop("_rowid") for r in a if r["_rowid"] >= fresh_from)
+        fresh_b = sorted(r.pop("_rowid") for r in b if r["_rowid"] >= fresh_from)
+        assert fresh_a == fresh_b
+    assert a == b
+
+
+START_NEXT_ROW_ID = 1000
+
+
+# ------------------------------------------------------------------ delete
+@pytest.mark.parametrize(
+    "cond",
+    [
+        "id % 17 = 3",  # sparse, every fragment
+        "id < 700",  # dense, across fragments (whole fragments removed)
+        "id >= 200 and id < 400",  # exactly one fragment
+        "name is null",  # null handling
+        "id < 0",  # nothing (still commits, as pylance does)
+    ],
+)
+def test_delete_matches_pylance(spark, pair, cond):
+    ours, ref = pair
+    info = LanceTable(spark, ours).delete(cond)
+    lance.dataset(ref).delete(cond)
+    assert_same_as_pylance(ours, ref)
+    assert info.operation == "Delete" and info.version == 3
+    expected = 1000 - 20 - lance.dataset(ref).count_rows() - 0
+    assert info.metrics["numDeletedRows"] == 980 - lance.dataset(ref).count_rows() == expected + 0
+    # deletion files only: no data file was added
+    assert {f.path for fr in lance.dataset(ours).get_fragments() for f in fr.metadata.files} <= {
+        f.path for fr in lance.dataset(ours, version=2).get_fragments() for f in fr.metadata.files
+    }
+
+
+def test_delete_all_and_column_condition(spark, pair):
+    ours, ref = pair
+    t = LanceTable(spark, ours)
+    t.delete(F.col("grp") == 3)
+    lance.dataset(ref).delete("grp = 3")
+    assert_same_as_pylance(ours, ref)
+    info = t.delete()
+    lance.dataset(ref).delete("true")
+    assert info.metrics["numDeletedRows"] == 980 - 140
+    assert lance.dataset(ours).count_rows() == 0 and t.count() == 0
+    assert lance.dataset(ours).version == lance.dataset(ref).version
+    m_ours = LanceTable(spark, ours).detail()
+    assert m_ours["numFragments"] == 0 and m_ours["maxFragmentId"] == 4
+
+
+def test_delete_reads_only_condition_columns(spark, pair):
+    ours, _ = pair
+    seen = []
+    from lance_ops.spark import frames
+
+    orig = frames.scan_frame
+
+    def spy(spark_, snap, columns, metadata=("_rowaddr",)):
+        seen.append((list(columns) if columns is not None else None, list(metadata)))
+        return orig(spark_, snap, columns, metadata)
+
+    import lance_ops.ops.delete as d
+
+    d.scan_frame = spy
+    try:
+        LanceTable(spark, ours).delete("score > 100 and grp = 1")
+    finally:
+        d.scan_frame = orig
+    assert seen == [(["grp", "score"], ["_rowaddr"])]
+
+
+# ------------------------------------------------------------------ update
+@pytest.mark.parametrize(
+    "cond,values,pyvalues",
+    [
+        ("id = 5", {"score": "-1.0"}, {"score": "-1.0"}),
+        ("id % 3 = 0", {"score": "score * 2 + id", "grp": "grp + 100"}, {"score": "score * 2 + id", "grp": "grp + 100"}),
+        ("name is null", {"name": "'was null'"}, {"name": "'was null'"}),
+        ("id < 300", {"name": "NULL"}, {"name": "NULL"}),
+        (None, {"score": "0.0"}, {"score": "0.0"}),
+    ],
+)
+def test_update_matches_pylance(spark, pair, cond, values, pyvalues):
+    ours, ref = pair
+    info = LanceTable(spark, ours).update(cond, values)
+    if cond is None:
+        lance.dataset(ref).update(pyvalues)
+    else:
+        lance.dataset(ref).update(pyvalues, where=cond)
+    assert_same_as_pylance(ours, ref)
+    assert info.operation == "Update"
+    changed = lance.dataset(ref).to_table(filter="_row_last_updated_at_version = 3", columns=["id"]).num_rows
+    assert info.metrics["numUpdatedRows"] == changed
+
+
+def test_update_with_column_values_and_type_coercion(spark, pair):
+    ours, ref = pair
+    LanceTable(spark, ours).update(F.col("id") < 10, {"grp": F.col("grp") * 2, "score": "1"})
+    lance.dataset(ref).update({"grp": "grp * 2", "score": "1.0"}, where="id < 10")
+    assert_same_as_pylance(ours, ref)
+
+
+def test_update_errors_leave_no_version(spark, pair):
+    from pyspark.errors import AnalysisException, ParseException
+
+    ours, _ = pair
+    t = LanceTable(spark, ours)
+    with pytest.raises(AnalysisException):
+        t.update("no_such > 1", {"score": "1"})
+    with pytest.raises(AnalysisException):
+        t.update("id > 1", {"score": "no_such + 1"})
+    with pytest.raises(ParseException):
+        t.delete("id > ")
+    with pytest.raises(AnalysisException):
+        t.delete("id + 1")  # not a boolean
+    with pytest.raises(AnalysisException):
+        t.delete("missing_col = 3")
+    with pytest.raises(SchemaMismatchError):
+        t.update("id > 1", {"nope": "1"})
+    assert lance.dataset(ours).version == 2 and t.version == 2
+
+
+# ------------------------------------------------------------------- merge
+def source(spark, ids, score_offset=1000.0):
+    rows = [(int(i), int(i) % 7, f"src{i}", float(i) + score_offset, [f"s{i}"]) for i in ids]
+    return spark.createDataFrame(rows, "id long, grp int, name string, score double, tags array<string>")
+
+
+def source_arrow(ids, score_offset=1000.0):
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "grp": pa.array([int(i) % 7 for i in ids], pa.int32()),
+            "name": pa.array([f"src{i}" for i in ids]),
+            "score": pa.array([float(i) + score_offset for i in ids]),
+            "tags": pa.array([[f"s{i}"] for i in ids], pa.list_(pa.string())),
+        }
+    )
+
+
+def test_merge_upsert_matches_pylance(spark, pair):
+    ours, ref = pair
+    ids = list(range(950, 1100))  # half updates (some of them deleted rows), half inserts
+    info = LanceTable(spark, ours).merge(source(spark, ids), "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    r = lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(source_arrow(ids))
+    assert_same_as_pylance(ours, ref, fresh_from=START_NEXT_ROW_ID)
+    assert info.metrics["numSourceRows"] == 150
+    assert info.metrics["numInsertedRows"] == r["num_inserted_rows"]
+    assert info.metrics["numUpdatedRows"] == r["num_updated_rows"]
+
+
+def test_merge_insert_only_and_conditional(spark, pair):
+    ours, ref = pair
+    ids = list(range(990, 1010))
+    LanceTable(spark, ours).merge(source(spark, ids), "t.id = s.id").whenNotMatchedInsertAll().execute()
+    lance.dataset(ref).merge_insert("id").when_not_matched_insert_all().execute(source_arrow(ids))
+    assert_same_as_pylance(ours, ref, fresh_from=START_NEXT_ROW_ID)
+    ids2 = list(range(0, 60))
+    src = source(spark, ids2, score_offset=-50.0)
+    LanceTable(spark, ours).merge(src, "t.id = s.id").whenMatchedUpdateAll("s.score > t.score").execute()
+    lance.dataset(ref).merge_insert("id").when_matched_update_all(condition="source.score > target.score").execute(source_arrow(ids2, -50.0))
+    assert_same_as_pylance(ours, ref, fresh_from=START_NEXT_ROW_ID)
+
+
+def test_merge_delete_by_source_matches_pylance(spark, pair):
+    ours, ref = pair
+    ids = list(range(0, 1000, 3))
+    info = LanceTable(spark, ours).merge(source(spark, ids), "t.id = s.id").whenNotMatchedBySourceDelete().execute()
+    lance.dataset(ref).merge_insert("id").when_not_matched_by_source_delete().execute(source_arrow(ids))
+    assert_same_as_pylance(ours, ref)
+    assert info.metrics["numDeletedRows"] == 980 - lance.dataset(ref).count_rows()
+    # deletes only: no new fragment
+    assert info.metrics["numAddedFragments"] == 0
+
+
+def test_merge_all_clause_kinds(spark, pair):
+    """Delta semantics (no pylance equivalent for by-source update): clauses of a
+    kind in order, first match wins."""
+    ours, _ = pair
+    t = LanceTable(spark, ours)
+    src = source(spark, list(range(0, 20)) + [5000, 5001])
+    info = (
+        t.merge(src, "t.id = s.id")
+        .whenMatchedDelete("t.id < 5")
+        .whenMatchedUpdate("t.id < 10", {"name": "'first'"})
+        .whenMatchedUpdate(None, {"name": "'second'", "score": "s.score"})
+        .whenNotMatchedInsert("s.id = 5000", {"id": "s.id", "name": "'ins'"})
+        .whenNotMatchedBySourceUpdate("t.id between 990 and 995", {"name": "concat(t.name, '!')"})
+        .whenNotMatchedBySourceDelete("t.id >= 996")
+        .execute()
+    )
+    rows = {r["id"]: r for r in lance.dataset(ours).to_table().to_pylist()}
+    assert all(i not in rows for i in range(5))
+    assert all(rows[i]["name"] == "first" for i in range(5, 10))
+    assert all(rows[i]["name"] == "second" and rows[i]["score"] == i + 1000.0 for i in range(10, 20))
+    assert rows[5000]["name"] == "ins" and rows[5000]["score"] is None and 5001 not in rows
+    assert rows[991]["name"] == "n991!" and rows[990]["name"] is None and all(i not in rows for i in (996, 997, 998))
+    assert 999 not in rows  # was deleted at the start
+    m = info.metrics
+    assert (m["numInsertedRows"], m["numDeletedRows"], m["numSourceRows"]) == (1, 5 + 3, 22)
+    assert m["numUpdatedRows"] == 15 + 6
+
+
+def test_merge_duplicate_match_error(spark, pair):
+    ours, _ = pair
+    t = LanceTable(spark, ours)
+    dup = spark.createDataFrame([(10, 1.0), (10, 2.0)], "id long, score double")
+    with pytest.raises(DuplicateMatchError, match="several source rows"):
+        t.merge(dup, "t.id = s.id").whenMatchedUpdate(set={"score": "s.score"}).execute()
+    assert lance.dataset(ours).version == 2
+    # allowed when no matched clause applies ...
+    t.merge(dup, "t.id = s.id").whenMatchedUpdate("s.score > 100", {"score": "s.score"}).execute()
+    # ... and for an unconditional delete
+    t.merge(dup, "t.id = s.id").whenMatchedDelete().execute()
+    assert lance.dataset(ours).to_table(filter="id = 10").num_rows == 0
+
+
+def test_merge_column_mapping_errors_and_schema_evolution(spark, pair):
+    ours, _ = pair
+    t = LanceTable(spark, ours)
+    missing = spark.createDataFrame([(1, 2.0)], "id long, score double")
+    with pytest.raises(SchemaMismatchError, match="no column"):
+        t.merge(missing, "t.id = s.id").whenMatchedUpdateAll().execute()
+    extra = source(spark, [1, 2000]).withColumn("extra", F.lit("x"))
+    with pytest.raises(SchemaMismatchError, match="withSchemaEvolution"):
+        t.merge(extra, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    assert lance.dataset(ours).version == 2
+    info = t.merge(extra, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().withSchemaEvolution().execute()
+    ds = lance.dataset(ours)
+    assert ds.version == 4 and "extra" in ds.schema.names
+    rows = {r["id"]: r["extra"] for r in ds.to_table(columns=["id", "extra"]).to_pylist()}
+    assert rows[1] == "x" and rows[2000] == "x" and rows[3] is None
+    assert info.metrics["schemaEvolvedInVersion"] == 3
