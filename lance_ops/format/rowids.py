@@ -186,6 +186,44 @@ def encode_row_id_range(start: int, count: int) -> bytes:
     return seq.SerializeToString()
 
 
+def sorted_runs(values: np.ndarray) -> list[np.ndarray]:
+    """Split values into maximal strictly increasing runs; each run encodes as
+    one compact segment (range, range with holes/bitmap or sorted array)."""
+    values = np.asarray(values, dtype=np.uint64)
+    if len(values) == 0:
+        return []
+    breaks = np.flatnonzero(values[1:] <= values[:-1]) + 1
+    return np.split(values, breaks) if len(breaks) else [values]
+
+
+def count_row_ids(data: bytes) -> int:
+    """Number of row ids in an ``inline_row_ids`` sequence, without decoding them."""
+    seq = rowids_pb2.RowIdSequence()
+    seq.ParseFromString(data)
+    return sum(segment_len(s) for s in seq.segments)
+
+
+def append_row_id_range(data: bytes, start: int, count: int) -> bytes:
+    """``data`` (a RowIdSequence) followed by the ids ``start .. start+count-1``."""
+    seq = rowids_pb2.RowIdSequence()
+    seq.ParseFromString(data)
+    if count:
+        seq.segments.append(range_segment(start, start + count))
+    return seq.SerializeToString()
+
+
+def append_version_run(data: bytes | None, version: int, count: int) -> bytes:
+    """A RowDatasetVersionSequence followed by ``count`` rows at ``version``."""
+    seq = rowids_pb2.RowDatasetVersionSequence()
+    if data:
+        seq.ParseFromString(data)
+    if count:
+        run = seq.runs.add()
+        run.span.CopyFrom(range_segment(0, count))
+        run.version = version
+    return seq.SerializeToString()
+
+
 def contiguous_runs(values: np.ndarray) -> list[np.ndarray]:
     """Split values into maximal runs of consecutive integers (pylance's segment
     structure for rows moved by an update)."""

@@ -17,7 +17,7 @@ import pyarrow as pa
 from ..errors import SchemaMismatchError
 from .datafile import DataFileWriter
 from .proto import table_pb2
-from .rowids import contiguous_runs, encode_row_ids, encode_versions
+from .rowids import encode_row_ids, encode_versions, sorted_runs
 from .schema import Field, Schema
 
 DEFAULT_MAX_ROWS_PER_FRAGMENT = 1024 * 1024
@@ -50,7 +50,7 @@ class FragmentSink:
 
     Rows *moved* by an update keep their stable row id and created-at version:
     pass ``row_ids`` / ``created`` with their batches and the fragment records
-    them (``inline_row_ids`` with one segment per contiguous run, and the
+    them (``inline_row_ids``, one compact segment per increasing run, and the
     created-at versions of those rows) as pylance's REWRITE_ROWS transactions
     do; the commit gives the rows of fresh inserts new ids. A sink is either
     for moved rows or for fresh rows, never both.
@@ -115,7 +115,7 @@ class FragmentSink:
         frag = table_pb2.DataFragment(id=0, files=[writer.finish()], physical_rows=n)
         if self.carries_ids:
             ids = np.concatenate(self._ids) if self._ids else np.empty(0, np.uint64)
-            frag.inline_row_ids = encode_row_ids(contiguous_runs(ids))
+            frag.inline_row_ids = encode_row_ids(sorted_runs(ids))
             if self._created:
                 frag.inline_created_at_versions = encode_versions(np.concatenate(self._created))
         self._ids, self._created = [], []

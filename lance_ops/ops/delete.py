@@ -15,7 +15,7 @@ from ..spark.frames import as_column, check_condition, describe, referenced_colu
 from ..spark.rowchanges import ACTION, DELETE, ROW_ADDR
 from ..txn.log import Snapshot
 from ..txn.operations import Delete
-from .dml import Prepared, analysis_frame, change_context, run_changes, run_dml
+from .dml import Prepared, analysis_frame, change_context, run_aligned_changes, run_dml
 
 
 def delete(spark, store, snapshot: Snapshot, condition, conflict_retries: int) -> CommitInfo:
@@ -35,10 +35,10 @@ def delete(spark, store, snapshot: Snapshot, condition, conflict_retries: int) -
         refs = referenced_columns(analysis_frame(spark, snap), [condition])
         data_cols = [c for c in refs if c in snap.schema.names]
         meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
-        frame = scan_frame(spark, snap, data_cols, meta)
+        frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False)
         requests = frame.where(as_column(condition)).select(ROW_ADDR, F.lit(DELETE).alias(ACTION))
         ctx = change_context(spark, snap, assigned=[])
-        changes = run_changes(requests, ctx, writes_rows=False)
+        changes = run_aligned_changes(requests, ctx)
         updated = changes.updated_fragments(snap)
         op = Delete(updated, sorted(changes.removed), predicate, affected_rows=changes.affected)
         metrics = {

@@ -13,10 +13,10 @@ from ..format.features import check_writable
 from ..format.scan import METADATA_COLUMNS
 from ..results import CommitInfo
 from ..spark.errors import executor_errors
-from ..spark.frames import empty_frame, table_spark_schema
+from ..spark.frames import empty_frame, table_spark_schema, total_cores
 from ..spark.progress import spark_job
 from ..spark.rowchanges import (
-    FRAGMENT_KEY, KIND, PAYLOAD, RESULT_SCHEMA, ROW_ADDR, ChangeContext, ChangeSet,
+    FRAGMENT_KEY, RESULT_SCHEMA, ROW_ADDR, ChangeContext, ChangeSet, aligned_changes,
     changed_rows_schema, fragment_changes, write_changes,
 )
 from ..txn.commit import commit
@@ -45,19 +45,25 @@ def change_context(spark, snapshot: Snapshot, assigned: list[str], **kw) -> Chan
     )
 
 
-def run_changes(requests: DataFrame, ctx: ChangeContext, key=None, writes_rows: bool = True) -> ChangeSet:
-    """One Spark job: per touched fragment (``key``: the fragment id, by default
-    from the row address), new deletion vector + rewritten rows; rewritten and
-    inserted rows written as new fragments. Returns metadata only."""
-    key = F.shiftright(F.col(ROW_ADDR), 32) if key is None else key
-    grouped = requests.groupBy(key.alias(FRAGMENT_KEY)).applyInArrow(
-        fragment_changes(ctx), changed_rows_schema(ctx.table_spark)
-    )
+def run_aligned_changes(requests: DataFrame, ctx: ChangeContext) -> ChangeSet:
+    """One stage, no shuffle: ``requests`` come straight from a scan with
+    ``split_fragments=False`` (filters and projections only), so each task sees
+    whole fragments and changes them itself. Returns metadata only."""
     with executor_errors():
-        if writes_rows:
-            rows = grouped.mapInArrow(write_changes(ctx), RESULT_SCHEMA).collect()
-        else:
-            rows = grouped.select(KIND, PAYLOAD).collect()  # markers only: nothing to write
+        rows = requests.mapInArrow(aligned_changes(ctx), RESULT_SCHEMA).collect()
+    return ChangeSet.from_rows([(r[0], bytes(r[1])) for r in rows])
+
+
+def run_grouped_changes(spark, requests: DataFrame, ctx: ChangeContext, key) -> ChangeSet:
+    """For requests that went through a join: shuffle them by fragment (``key``;
+    negative keys carry merge inserts) into as many tasks as the cluster has
+    slots -- an explicit repartition, so adaptive execution does not collapse
+    the small shuffle into one task -- then change and write."""
+    tasks = max(1, total_cores(spark) * 2)
+    keyed = requests.withColumn(FRAGMENT_KEY, key).repartition(tasks, FRAGMENT_KEY)
+    grouped = keyed.groupBy(FRAGMENT_KEY).applyInArrow(fragment_changes(ctx), changed_rows_schema(ctx.table_spark))
+    with executor_errors():
+        rows = grouped.mapInArrow(write_changes(ctx), RESULT_SCHEMA).collect()
     return ChangeSet.from_rows([(r[0], bytes(r[1])) for r in rows])
 
 

@@ -33,7 +33,7 @@ from ..spark.rowchanges import ACTION, DELETE, INSERT_ACTION, ROW_ADDR, UPDATE
 from ..txn.log import Snapshot, open_snapshot
 from ..txn.operations import REWRITE_ROWS, Update
 from .columns import add_null_columns
-from .dml import Prepared, change_context, run_changes, run_dml
+from .dml import Prepared, change_context, run_dml, run_grouped_changes
 
 MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE = "matched", "notMatched", "notMatchedBySource"
 T_PRESENT, S_PRESENT, CLAUSE = "__lance_t", "__lance_s", "__lance_clause"
@@ -140,6 +140,12 @@ def _resolve_columns(snapshot: Snapshot, source: DataFrame, clauses: list[Clause
     return snapshot
 
 
+#: Sources up to this many rows are broadcast: the target is then streamed
+#: through a hash join instead of being shuffled (Spark conf
+#: ``spark.lance_ops.merge.broadcastSourceRows`` overrides; 0 disables).
+DEFAULT_BROADCAST_SOURCE_ROWS = 2_000_000
+
+
 def merge(spark, store, snapshot: Snapshot, source: DataFrame, condition, clauses: list[Clause],
           schema_evolution: bool, conflict_retries: int) -> CommitInfo:
     if not clauses:
@@ -151,18 +157,18 @@ def merge(spark, store, snapshot: Snapshot, source: DataFrame, condition, clause
     params = {"condition": describe(condition), "clauses": " | ".join(c.describe() for c in clauses)}
     if evolved_version is not None:
         params["schemaEvolvedInVersion"] = str(evolved_version)
-    _plan(spark, evolved, source, condition, clauses)  # analysis errors surface before any work
+    MergePlan(spark, evolved, source, condition, clauses).analyze()  # bad SQL fails before any work
+    limit = int(spark.conf.get("spark.lance_ops.merge.broadcastSourceRows", str(DEFAULT_BROADCAST_SOURCE_ROWS)))
 
     def prepare(snap: Snapshot) -> Prepared:
-        # Counted in its own job: Spark's observe() metrics go missing when
-        # adaptive execution prunes the observed branch (e.g. an empty join side).
-        source_rows = source.count()
-        requests, key, assigned = _plan(spark, snap, source, condition, clauses)
-        only_unconditional_delete = [
-            (c.action, c.condition) for c in clauses if c.kind == MATCHED
-        ] == [("delete", None)]
-        ctx = change_context(spark, snap, assigned=assigned, allow_duplicate_matches=only_unconditional_delete)
-        changes = run_changes(requests, ctx, key=key, writes_rows=True)
+        plan = MergePlan(spark, snap, source, condition, clauses)
+        try:
+            requests, key, source_rows = plan.requests(broadcast_limit=limit)
+            only_unconditional_delete = [(c.action, c.condition) for c in clauses if c.kind == MATCHED] == [("delete", None)]
+            ctx = change_context(spark, snap, assigned=plan.assigned_any, allow_duplicate_matches=only_unconditional_delete)
+            changes = run_grouped_changes(spark, requests, ctx, key)
+        finally:
+            plan.release()
         op = Update(
             removed_fragment_ids=sorted(changes.removed),
             updated_fragments=changes.updated_fragments(snap),
@@ -171,7 +177,7 @@ def merge(spark, store, snapshot: Snapshot, source: DataFrame, condition, clause
             fields_for_preserving_frag_bitmap=[f.id for f in snap.schema.fields],
             update_mode=REWRITE_ROWS,
             affected_rows=changes.affected,
-            description=params,
+            description=dict(params, strategy=plan.strategy),
         )
         metrics = {
             "numSourceRows": source_rows,
@@ -193,85 +199,164 @@ def merge(spark, store, snapshot: Snapshot, source: DataFrame, condition, clause
     return info
 
 
-def _plan(spark, snap: Snapshot, source: DataFrame, condition, clauses: list[Clause]):
-    """The change-request DataFrame for one snapshot: (requests, group key,
-    assigned columns)."""
-    table_spark = table_spark_schema(snap)
-    types = {f.name: f.dataType for f in table_spark.fields}
-    table_cols = [f.name for f in table_spark.fields]
+SOURCE_ID = "__lance_sid"
+MATCHED_FLAG = "__lance_matched"
 
-    # Assignments of every clause, by column (updateAll / insertAll map by name).
-    assignments: list[dict] = []
-    for c in clauses:
-        if c.all_columns:
-            assignments.append({col: F.col(f"s.`{col}`") for col in table_cols})
-        else:
-            assignments.append({k: as_column(v) for k, v in (c.assignments or {}).items()})
-    update_idx = [i for i, c in enumerate(clauses) if c.action == "update"]
-    assigned_any: list[str] = []
-    for i in update_idx:
-        assigned_any += [k for k in assignments[i] if k not in assigned_any]
-    assigned_any = [c for c in table_cols if c in assigned_any]
-    need_old = {col for i in update_idx for col in assigned_any if col not in assignments[i]}
 
-    # Which target columns the expressions reference (analysis over empty frames).
-    t_empty = empty_frame(spark, table_spark_schema(snap, [ROW_ADDR])).alias("t")
-    s_empty = empty_frame(spark, source.schema).alias("s")
-    joined_empty = t_empty.join(s_empty, as_column(condition), "fullouter")
-    exprs = [condition] + [c.condition for c in clauses if c.condition is not None]
-    exprs += [v for a in assignments for v in a.values()]
-    attrs = referenced_attributes(joined_empty, exprs)
-    if attrs is None:
-        referenced = set(table_cols)
-    else:
-        t_attrs = output_attributes(t_empty)
-        referenced = {t_attrs[i] for i in attrs if i in t_attrs}
-    narrow = [c for c in table_cols if c in referenced or c in need_old]
+class MergePlan:
+    """Turns the merge into change requests for one snapshot.
 
-    target = scan_frame(spark, snap, narrow, [ROW_ADDR]).withColumn(T_PRESENT, F.lit(True)).alias("t")
-    src = source.withColumn(S_PRESENT, F.lit(True)).alias("s")
+    Two strategies, same result:
 
-    kinds = {c.kind for c in clauses}
-    cond = as_column(condition)
-    if NOT_MATCHED_BY_SOURCE in kinds and NOT_MATCHED in kinds:
-        joined = target.join(src, cond, "full_outer")
-    elif NOT_MATCHED_BY_SOURCE in kinds:
-        joined = target.join(src, cond, "left_outer")
-    elif NOT_MATCHED in kinds:
-        joined = src.join(target, cond, "left_outer")
-    else:
-        joined = target.join(src, cond, "inner")
+    * ``broadcast`` (source up to ``broadcastSourceRows`` rows): the source is
+      materialized once (so its rows keep their identity), the target streams
+      through a broadcast hash join -- no shuffle of the target -- and
+      unmatched source rows (inserts) come from an anti-join against the small
+      set of matched source rows;
+    * ``shuffle``: one join of the right type (inner / left / full outer) with
+      both sides shuffled.
+    """
 
-    t_in = F.col(f"t.{T_PRESENT}").isNotNull()
-    s_in = F.col(f"s.{S_PRESENT}").isNotNull()
-    base = {MATCHED: t_in & s_in, NOT_MATCHED: s_in & ~t_in, NOT_MATCHED_BY_SOURCE: t_in & ~s_in}
-    which = None
-    for i, c in enumerate(clauses):
-        applies = base[c.kind] if c.condition is None else base[c.kind] & as_column(c.condition)
-        which = F.when(applies, F.lit(i)) if which is None else which.when(applies, F.lit(i))
-    joined = joined.withColumn(CLAUSE, which).where(F.col(CLAUSE).isNotNull())
-
-    code = {"update": UPDATE, "delete": DELETE, "insert": INSERT_ACTION}
-    action = None
-    for i, c in enumerate(clauses):
-        action = F.when(F.col(CLAUSE) == i, F.lit(code[c.action])) if action is None else action.when(F.col(CLAUSE) == i, F.lit(code[c.action]))
-    columns = []
-    for col in table_cols:
-        expr = None
-        for i, c in enumerate(clauses):
-            if c.action == "delete":
-                continue
-            if col in assignments[i]:
-                value = assignments[i][col]
-            elif c.action == "update" and col in assigned_any:
-                value = F.col(f"t.`{col}`")  # keeps its old value in this clause
+    def __init__(self, spark, snap: Snapshot, source: DataFrame, condition, clauses: list[Clause]):
+        self.spark, self.snap, self.source = spark, snap, source
+        self.condition, self.clauses = condition, clauses
+        table_spark = table_spark_schema(snap)
+        self.types = {f.name: f.dataType for f in table_spark.fields}
+        self.table_cols = [f.name for f in table_spark.fields]
+        self.assignments: list[dict] = []
+        for c in clauses:
+            if c.all_columns:
+                self.assignments.append({col: F.col(f"s.`{col}`") for col in self.table_cols})
             else:
+                self.assignments.append({k: as_column(v) for k, v in (c.assignments or {}).items()})
+        update_idx = [i for i, c in enumerate(clauses) if c.action == "update"]
+        wanted = {k for i in update_idx for k in self.assignments[i]}
+        #: Columns some update clause assigns (the rest are read back by offset).
+        self.assigned_any = [c for c in self.table_cols if c in wanted]
+        self.need_old = {col for i in update_idx for col in self.assigned_any if col not in self.assignments[i]}
+        self.kinds = {c.kind for c in clauses}
+        self.strategy = "shuffle"
+        self._cached: list[DataFrame] = []
+
+    # --------------------------------------------------------------- analysis
+    def analyze(self) -> list[str]:
+        """Target columns the merge reads (raises Spark's error for bad SQL)."""
+        t_empty = empty_frame(self.spark, table_spark_schema(self.snap, [ROW_ADDR])).alias("t")
+        s_empty = empty_frame(self.spark, self.source.schema).alias("s")
+        joined = t_empty.join(s_empty, as_column(self.condition), "fullouter")
+        exprs = [self.condition] + [c.condition for c in self.clauses if c.condition is not None]
+        exprs += [v for a in self.assignments for v in a.values()]
+        attrs = referenced_attributes(joined, exprs)
+        if attrs is None:
+            referenced = set(self.table_cols)
+        else:
+            t_attrs = output_attributes(t_empty)
+            referenced = {t_attrs[i] for i in attrs if i in t_attrs}
+        return [c for c in self.table_cols if c in referenced or c in self.need_old]
+
+    # -------------------------------------------------------------- requests
+    def requests(self, broadcast_limit: int):
+        """(change requests, group key, number of source rows)."""
+        narrow = self.analyze()
+        target = scan_frame(self.spark, self.snap, narrow, [ROW_ADDR]).withColumn(T_PRESENT, F.lit(True))
+        key = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.spark_partition_id()).otherwise(
+            F.shiftright(F.col(ROW_ADDR), 32)
+        )
+        cond = as_column(self.condition)
+        if broadcast_limit > 0:
+            src = self._materialized_source()
+            source_rows = src.count()
+            if source_rows <= broadcast_limit:
+                self.strategy = "broadcast"
+                return self._broadcast_requests(target, src, cond), key, source_rows
+        else:
+            source_rows = self.source.count()
+            src = self.source
+        src = src.withColumn(S_PRESENT, F.lit(True))
+        t, s = target.alias("t"), src.alias("s")
+        if NOT_MATCHED_BY_SOURCE in self.kinds and NOT_MATCHED in self.kinds:
+            joined = t.join(s, cond, "full_outer")
+        elif NOT_MATCHED_BY_SOURCE in self.kinds:
+            joined = t.join(s, cond, "left_outer")
+        elif NOT_MATCHED in self.kinds:
+            joined = s.join(t, cond, "left_outer")
+        else:
+            joined = t.join(s, cond, "inner")
+        t_in, s_in = F.col(f"t.{T_PRESENT}").isNotNull(), F.col(f"s.{S_PRESENT}").isNotNull()
+        presence = {MATCHED: t_in & s_in, NOT_MATCHED: s_in & ~t_in, NOT_MATCHED_BY_SOURCE: t_in & ~s_in}
+        return self._select(joined, presence, F.col(f"t.{ROW_ADDR}")), key, source_rows
+
+    def _materialized_source(self) -> DataFrame:
+        """The source evaluated once, with a stable per-row id."""
+        src = self.source.withColumn(SOURCE_ID, F.monotonically_increasing_id())
+        src = src.localCheckpoint(eager=True)
+        self._cached.append(src)
+        return src
+
+    def _broadcast_requests(self, target: DataFrame, src: DataFrame, cond) -> DataFrame:
+        s = F.broadcast(src.withColumn(S_PRESENT, F.lit(True)).alias("s"))
+        how = "left_outer" if NOT_MATCHED_BY_SOURCE in self.kinds else "inner"
+        joined = target.alias("t").join(s, cond, how)
+        s_in = F.col(f"s.{S_PRESENT}").isNotNull()
+        presence = {MATCHED: s_in, NOT_MATCHED_BY_SOURCE: ~s_in}
+        target_side = self._select(joined, presence, F.col(f"t.{ROW_ADDR}"), keep_matched=NOT_MATCHED in self.kinds)
+        if NOT_MATCHED not in self.kinds:
+            return target_side
+        # Inserts: source rows no target row matched. The matched set is small
+        # (at most one row per source row and match): materialize it once (the
+        # target is scanned once) and broadcast its source ids into an anti-join.
+        target_side = target_side.localCheckpoint(eager=True)
+        self._cached.append(target_side)
+        matched_ids = target_side.where(F.col(MATCHED_FLAG)).select(F.col(SOURCE_ID)).distinct()
+        unmatched = src.join(F.broadcast(matched_ids), SOURCE_ID, "left_anti").alias("s")
+        inserts = self._select(unmatched, {NOT_MATCHED: F.lit(True)}, F.lit(None).cast("long"))
+        return target_side.where(F.col(ACTION).isNotNull()).drop(MATCHED_FLAG, SOURCE_ID).unionByName(inserts)
+
+    def _select(self, joined: DataFrame, presence: dict, rowaddr, keep_matched: bool = False) -> DataFrame:
+        """Evaluate the clauses whose kind ``presence`` covers: which clause
+        applies (first in order), the action and every column's new value."""
+        which = None
+        for i, c in enumerate(self.clauses):
+            if c.kind not in presence:
                 continue
-            value = value.cast(types[col])
-            expr = F.when(F.col(CLAUSE) == i, value) if expr is None else expr.when(F.col(CLAUSE) == i, value)
-        columns.append((expr if expr is not None else F.lit(None).cast(types[col])).alias(col))
-    rowaddr = F.col(f"t.{ROW_ADDR}")
-    requests = joined.select(rowaddr.alias(ROW_ADDR), action.alias(ACTION), *columns)
-    # Inserts have no row address: spread them over negative group keys.
-    key = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.spark_partition_id()).otherwise(F.shiftright(F.col(ROW_ADDR), 32))
-    return requests, key, assigned_any
+            applies = presence[c.kind] if c.condition is None else presence[c.kind] & as_column(c.condition)
+            which = F.when(applies, F.lit(i)) if which is None else which.when(applies, F.lit(i))
+        which = F.lit(None).cast("int") if which is None else which
+        joined = joined.withColumn(CLAUSE, which)
+        if keep_matched:
+            joined = joined.withColumn(MATCHED_FLAG, presence[MATCHED]).where(F.col(CLAUSE).isNotNull() | F.col(MATCHED_FLAG))
+        else:
+            joined = joined.where(F.col(CLAUSE).isNotNull())
+        code = {"update": UPDATE, "delete": DELETE, "insert": INSERT_ACTION}
+        action = None
+        for i, c in enumerate(self.clauses):
+            if c.kind in presence:
+                hit = F.col(CLAUSE) == i
+                action = F.when(hit, F.lit(code[c.action])) if action is None else action.when(hit, F.lit(code[c.action]))
+        action = F.lit(None).cast("string") if action is None else action
+        columns = []
+        for col in self.table_cols:
+            expr = None
+            for i, c in enumerate(self.clauses):
+                if c.kind not in presence or c.action == "delete":
+                    continue
+                if col in self.assignments[i]:
+                    value = self.assignments[i][col]
+                elif c.action == "update" and col in self.assigned_any:
+                    value = F.col(f"t.`{col}`")  # keeps its old value in this clause
+                else:
+                    continue
+                value = value.cast(self.types[col])
+                hit = F.col(CLAUSE) == i
+                expr = F.when(hit, value) if expr is None else expr.when(hit, value)
+            columns.append((expr if expr is not None else F.lit(None).cast(self.types[col])).alias(col))
+        extra = [F.col(MATCHED_FLAG), F.col(f"s.{SOURCE_ID}").alias(SOURCE_ID)] if keep_matched else []
+        return joined.select(rowaddr.alias(ROW_ADDR), action.alias(ACTION), *columns, *extra)
+
+    def release(self) -> None:
+        for df in self._cached:
+            try:
+                df.unpersist()
+            except Exception:
+                pass
+        self._cached = []

@@ -17,7 +17,7 @@ from ..spark.frames import as_column, check_condition, describe, referenced_colu
 from ..spark.rowchanges import ACTION, ROW_ADDR, UPDATE
 from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_ROWS, Update
-from .dml import Prepared, analysis_frame, change_context, run_changes, run_dml
+from .dml import Prepared, analysis_frame, change_context, run_aligned_changes, run_dml
 
 
 def check_assignments(snapshot: Snapshot, assignments: dict) -> None:
@@ -49,12 +49,12 @@ def update(spark, store, snapshot: Snapshot, condition, assignments: dict, confl
         refs = referenced_columns(analysis_frame(spark, snap), exprs)
         data_cols = [c for c in refs if c in snap.schema.names]
         meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
-        frame = scan_frame(spark, snap, data_cols, meta)
+        frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False)
         if condition is not None:
             frame = frame.where(as_column(condition))
         requests = frame.select(ROW_ADDR, F.lit(UPDATE).alias(ACTION), *assignment_columns(snap, assignments))
         ctx = change_context(spark, snap, assigned=list(assignments))
-        changes = run_changes(requests, ctx)
+        changes = run_aligned_changes(requests, ctx)
         modified = [snap.schema.field(c).id for c in assignments]
         op = Update(
             removed_fragment_ids=sorted(changes.removed),

@@ -78,6 +78,9 @@ class ReadOptions:
     metadata: list[str] = field(default_factory=list)
     storage_options: dict[str, str] = field(default_factory=dict)
     rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION
+    #: Split large fragments into row ranges (off for jobs that must see
+    #: every row of a fragment in one task).
+    split_fragments: bool = True
 
     @classmethod
     def parse(cls, options) -> "ReadOptions":
@@ -107,6 +110,7 @@ class ReadOptions:
             metadata=meta,
             storage_options=storage,
             rows_per_partition=int(opts.get("rowsperpartition") or DEFAULT_ROWS_PER_PARTITION),
+            split_fragments=_truthy(opts.get("splitfragments", True)),
         )
 
 
@@ -131,8 +135,10 @@ class ScanPartition(InputPartition):
         self.pieces = pieces
 
 
-def plan_partitions(fragments, rows_per_partition: int) -> list[ScanPartition]:
-    """Group small fragments, split large ones, ~rows_per_partition live rows each."""
+def plan_partitions(fragments, rows_per_partition: int, split: bool = True) -> list[ScanPartition]:
+    """Group small fragments, split large ones (if ``split``), ~rows_per_partition
+    live rows each. Fragments keep their order; with ``split=False`` every
+    fragment is read by exactly one partition."""
     target = max(1, rows_per_partition)
     out: list[ScanPartition] = []
     current: list[tuple[bytes, int, int]] = []
@@ -143,7 +149,7 @@ def plan_partitions(fragments, rows_per_partition: int) -> list[ScanPartition]:
         if phys == 0 or live == 0:
             continue
         data = frag.SerializeToString()
-        if phys > SPLIT_FACTOR * target:
+        if split and phys > SPLIT_FACTOR * target:
             if current:
                 out.append(ScanPartition(current))
                 current, current_rows = [], 0
@@ -175,7 +181,7 @@ class LanceScanReader(DataSourceReader):
         self.arrow_target = spark_arrow_schema(spark_schema_)
         self.rows_per_partition = opts.rows_per_partition
         self.filters: list = []
-        self._partitions = plan_partitions(snapshot.fragments, opts.rows_per_partition)
+        self._partitions = plan_partitions(snapshot.fragments, opts.rows_per_partition, opts.split_fragments)
 
     def partitions(self):
         parts = self._partitions

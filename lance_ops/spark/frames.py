@@ -137,9 +137,11 @@ def output_attributes(frame: DataFrame) -> dict[int, str]:
     return out
 
 
-def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(ROW_ADDR,)) -> DataFrame:
+def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(ROW_ADDR,), split_fragments: bool = True) -> DataFrame:
     """The table at ``snapshot``'s version: ``columns`` (None = all) plus
-    metadata columns, through the ``lance`` data source."""
+    metadata columns, through the ``lance`` data source. With
+    ``split_fragments=False`` each fragment is read whole by one task, in order
+    (jobs that change fragments in the scan's own tasks rely on it)."""
     register(spark)
     store = snapshot.store
     reader = (
@@ -147,6 +149,7 @@ def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(R
         .option("version", str(snapshot.version))
         .option("rowsPerPartition", str(rows_per_partition(spark, snapshot.num_rows())))
         .option("metadataColumns", ",".join(metadata))
+        .option("splitFragments", str(split_fragments).lower())
     )
     cols = snapshot.schema.names if columns is None else list(columns)
     # An explicit schema pins the column set (and skips a schema() round trip).

@@ -101,59 +101,113 @@ def changed_rows_schema(table_spark: T.StructType) -> T.StructType:
     )
 
 
-# ---------------------------------------------------------------- phase 1
+# ------------------------------------------------------------ per fragment
+class _Schemas:
+    """Arrow schemas of the intermediate rows (built once per task)."""
+
+    def __init__(self, ctx: ChangeContext):
+        self.out = spark_arrow_schema(changed_rows_schema(ctx.table_spark))
+        take = nullable(T.StructType([f for f in ctx.table_spark.fields if f.name not in ctx.assigned]))
+        self.take = spark_arrow_schema(take)
+
+
+def change_fragment(ctx: ChangeContext, schemas: _Schemas, frag_id: int, table: pa.Table) -> pa.Table:
+    """One fragment's change requests -> its marker row + its rewritten rows.
+
+    Writes the fragment's new deletion file (old vector | requested offsets),
+    reads back the unassigned columns, row ids and created-at versions of the
+    rows to rewrite, and returns them with their new values."""
+    frag = table_pb2.DataFragment.FromString(ctx.fragments[frag_id])
+    addr = table.column(ROW_ADDR).to_numpy().astype(np.uint64)
+    offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    uniq, first, counts = np.unique(offsets, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        if not ctx.allow_duplicate_matches:
+            dup = int(uniq[counts > 1][0])
+            raise DuplicateMatchError(
+                f"{DUPLICATE_MATCH}: several source rows matched target row {(frag_id << 32) | dup} "
+                f"(fragment {frag_id}, offset {dup}) and more than one would modify it"
+            )
+        table = table.take(pa.array(first))
+        offsets = uniq
+    is_update = table.column(ACTION).to_numpy(zero_copy_only=False) == UPDATE
+    n_update = int(is_update.sum())
+
+    # 1. deletion vector: old | requested rows.
+    old = read_deletion_vector(ctx.store, frag)
+    dv = old.extended(offsets)
+    removed = len(dv) >= frag.physical_rows
+    deletion = None if removed else write_deletion_vector(ctx.store, frag_id, ctx.read_version, dv)
+    marker = {
+        "fragment_id": frag_id,
+        "removed": removed,
+        "deletion_file": deletion.SerializeToString() if deletion is not None else None,
+        "affected": BitMap(offsets.astype(np.uint32)).serialize(),
+        "updated": n_update,
+        "deleted": int(len(offsets) - n_update),
+    }
+    parts = [_marker_batch(schemas.out, pickle.dumps(marker))]
+
+    # 2. rows to rewrite: assigned values + the rest read back by offset.
+    if n_update:
+        upd = table.filter(pa.array(is_update))
+        upd_offsets = offsets[is_update]
+        order = np.argsort(upd_offsets, kind="stable")
+        parts.append(_rewritten(ctx, frag, upd.take(pa.array(order)), upd_offsets[order], schemas.take, schemas.out))
+    return pa.Table.from_batches(parts, schema=schemas.out)
+
+
 def fragment_changes(ctx: ChangeContext):
-    """``applyInArrow`` function: one touched fragment's change requests in,
-    its rewritten rows and one marker row out."""
-    out_spark = changed_rows_schema(ctx.table_spark)
-    out_arrow = spark_arrow_schema(out_spark)
-    take_spark = nullable(T.StructType([f for f in ctx.table_spark.fields if f.name not in ctx.assigned]))
-    take_arrow = spark_arrow_schema(take_spark)
+    """``groupBy(fragment).applyInArrow`` function: one fragment's requests in,
+    its marker and rewritten rows out (negative keys: merge inserts)."""
+    schemas = _Schemas(ctx)
 
     def run(key, table):  # no annotations: pyspark infers the UDF kind from them
         frag_id = int(key[0].as_py())
         if frag_id < 0:  # merge inserts (spread over negative keys)
-            return _inserts(table, out_arrow)
-        frag = table_pb2.DataFragment.FromString(ctx.fragments[frag_id])
-        addr = table.column(ROW_ADDR).to_numpy().astype(np.uint64)
-        offsets = (addr & np.uint64(0xFFFFFFFF)).astype(np.int64)
-        uniq, first, counts = np.unique(offsets, return_index=True, return_counts=True)
-        if (counts > 1).any():
-            if not ctx.allow_duplicate_matches:
-                dup = int(uniq[counts > 1][0])
-                raise DuplicateMatchError(
-                    f"{DUPLICATE_MATCH}: several source rows matched target row {(frag_id << 32) | dup} "
-                    f"(fragment {frag_id}, offset {dup}) and more than one would modify it"
-                )
-            table = table.take(pa.array(first))
-            offsets = uniq
-        is_update = (table.column(ACTION).to_numpy(zero_copy_only=False) == UPDATE)
-        n_update = int(is_update.sum())
+            return _inserts(table, schemas.out)
+        return change_fragment(ctx, schemas, frag_id, table)
 
-        # 1. deletion vector: old | requested rows.
-        old = read_deletion_vector(ctx.store, frag)
-        dv = old.extended(offsets)
-        removed = len(dv) >= frag.physical_rows
-        deletion = None if removed else write_deletion_vector(ctx.store, frag_id, ctx.read_version, dv)
-        marker = {
-            "fragment_id": frag_id,
-            "removed": removed,
-            "deletion_file": deletion.SerializeToString() if deletion is not None else None,
-            "affected": BitMap(offsets.astype(np.uint32)).serialize(),
-            "updated": n_update,
-            "deleted": int(len(offsets) - n_update),
-        }
-        parts = [_marker_batch(out_arrow, pickle.dumps(marker))]
+    return run
 
-        # 2. rows to rewrite: assigned values + the rest read back by offset.
-        if n_update:
-            upd = table.filter(pa.array(is_update))
-            upd_offsets = offsets[is_update]
-            order = np.argsort(upd_offsets, kind="stable")
-            upd = upd.take(pa.array(order))
-            upd_offsets = upd_offsets[order]
-            parts.append(_rewritten(ctx, frag, upd, upd_offsets, take_arrow, out_arrow))
-        return pa.Table.from_batches(parts, schema=out_arrow)
+
+def aligned_changes(ctx: ChangeContext):
+    """``mapInArrow`` function over requests straight from a scan whose tasks
+    read whole fragments in order (``split_fragments=False``): handles each
+    fragment as soon as its requests are complete and writes the rewritten rows
+    in the same task -- no shuffle. Emits (kind, payload) metadata rows."""
+    schemas = _Schemas(ctx)
+
+    def run(batches):
+        writer = _ChangeWriter(ctx)
+        done: set[int] = set()
+        current, pending = None, []
+
+        def flush():
+            if current is not None and pending:
+                writer.add(change_fragment(ctx, schemas, current, pa.Table.from_batches(pending)))
+
+        try:
+            for b in batches:
+                if not b.num_rows:
+                    continue
+                frags = (b.column(ROW_ADDR).to_numpy().astype(np.uint64) >> np.uint64(32)).astype(np.int64)
+                bounds = np.flatnonzero(np.diff(frags)) + 1
+                for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(frags)]))):
+                    fid = int(frags[lo])
+                    if fid != current:
+                        flush()
+                        if fid in done:
+                            raise LanceOpsError(f"fragment {fid} was split across scan batches out of order")
+                        if current is not None:
+                            done.add(current)
+                        current, pending = fid, []
+                    pending.append(b.slice(lo, hi - lo))
+            flush()
+            yield from writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
 
     return run
 
@@ -217,54 +271,78 @@ def _rewritten(ctx: ChangeContext, frag, upd: pa.Table, offsets: np.ndarray, tak
     return pa.RecordBatch.from_arrays(arrays, schema=out_arrow)
 
 
-# ---------------------------------------------------------------- phase 2
+# ----------------------------------------------------------------- writing
+class _ChangeWriter:
+    """Routes changed rows: markers pass through, moved rows (keeping their row
+    ids) and inserts go to new fragments. Emits (kind, payload) batches."""
+
+    def __init__(self, ctx: ChangeContext):
+        self.ctx = ctx
+        self.names = [f.name for f in ctx.table_spark.fields]
+        self.moved = FragmentSink(ctx.store, ctx.schema, ctx.file_version, ctx.max_rows_per_fragment)
+        self.fresh = FragmentSink(ctx.store, ctx.schema, ctx.file_version, ctx.max_rows_per_fragment)
+        self.kinds: list[str] = []
+        self.payloads: list[bytes] = []
+
+    def _emit(self, frags) -> None:
+        for frag in frags:
+            self.kinds.append(FRAGMENT)
+            self.payloads.append(frag.SerializeToString())
+
+    def add(self, b) -> None:
+        kinds = b.column(KIND).to_numpy(zero_copy_only=False)
+        markers = kinds == MARKER
+        if markers.any():
+            for p in b.column(PAYLOAD).filter(pa.array(markers)).to_pylist():
+                self.kinds.append(MARKER)
+                self.payloads.append(p)
+        if markers.all():
+            return
+        data = pa.RecordBatch.from_arrays([_array(b.column(n)) for n in self.names], names=self.names)
+        mv = kinds == MOVED
+        if mv.any():
+            part = data.filter(pa.array(mv))
+            if self.ctx.stable_row_ids:
+                ids = _array(b.column(CARRIED_ID)).filter(pa.array(mv)).to_numpy().astype(np.uint64)
+                created = _array(b.column(CARRIED_CREATED)).filter(pa.array(mv)).to_numpy().astype(np.uint64)
+                self._emit(self.moved.write(part, ids, created))
+            else:
+                self._emit(self.fresh.write(part))
+        ins = kinds == INSERT
+        if ins.any():
+            self._emit(self.fresh.write(data.filter(pa.array(ins))))
+
+    def finish(self):
+        self._emit(self.moved.finish())
+        self._emit(self.fresh.finish())
+        if self.kinds:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(self.kinds, pa.string()), pa.array(self.payloads, pa.binary())], names=["kind", "payload"]
+            )
+
+    def abort(self) -> None:
+        self.moved.abort()
+        self.fresh.abort()
+
+
+def _array(col):
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+
+
 def write_changes(ctx: ChangeContext):
-    """``mapInArrow`` function: rewritten and inserted rows into new fragments
-    (moved rows keep their ids), markers passed through; emits (kind, payload)."""
-    names = [f.name for f in ctx.table_spark.fields]
+    """``mapInArrow`` function after :func:`fragment_changes`: rewritten and
+    inserted rows into new fragments (moved rows keep their ids), markers passed
+    through; emits (kind, payload)."""
 
     def run(batches):
-        moved = FragmentSink(ctx.store, ctx.schema, ctx.file_version, ctx.max_rows_per_fragment)
-        fresh = FragmentSink(ctx.store, ctx.schema, ctx.file_version, ctx.max_rows_per_fragment)
-        out_kind: list[str] = []
-        out_payload: list[bytes] = []
-
-        def emit(frags):
-            for frag in frags:
-                out_kind.append(FRAGMENT)
-                out_payload.append(frag.SerializeToString())
-
+        writer = _ChangeWriter(ctx)
         try:
             for b in batches:
-                kinds = b.column(KIND).to_numpy(zero_copy_only=False)
-                markers = kinds == MARKER
-                if markers.any():
-                    for p in b.column(PAYLOAD).filter(pa.array(markers)).to_pylist():
-                        out_kind.append(MARKER)
-                        out_payload.append(p)
-                data = pa.RecordBatch.from_arrays([b.column(n) for n in names], names=names)
-                mv = kinds == MOVED
-                if mv.any():
-                    part = data.filter(pa.array(mv))
-                    if ctx.stable_row_ids:
-                        ids = b.column(CARRIED_ID).filter(pa.array(mv)).to_numpy().astype(np.uint64)
-                        created = b.column(CARRIED_CREATED).filter(pa.array(mv)).to_numpy().astype(np.uint64)
-                        emit(moved.write(part, ids, created))
-                    else:
-                        emit(fresh.write(part))
-                ins = kinds == INSERT
-                if ins.any():
-                    emit(fresh.write(data.filter(pa.array(ins))))
-            emit(moved.finish())
-            emit(fresh.finish())
+                writer.add(b)
+            yield from writer.finish()
         except BaseException:
-            moved.abort()
-            fresh.abort()
+            writer.abort()
             raise
-        if out_kind:
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(out_kind, pa.string()), pa.array(out_payload, pa.binary())], names=["kind", "payload"]
-            )
 
     return run
 

@@ -252,8 +252,7 @@ def _(op: Update, draft, ctx):
     draft.fragments = [f for f in draft.fragments if f.id not in gone]
     news = [_copy(f) for f in op.new_fragments]
     for f in news:
-        carried = len(rowids.decode_row_ids(f.inline_row_ids)) if f.HasField("inline_row_ids") else 0
-        draft.carried_rows[id(f)] = carried
+        draft.carried_rows[id(f)] = rowids.count_row_ids(f.inline_row_ids) if f.HasField("inline_row_ids") else 0
     draft.fragments.extend(news)
     draft.new_fragments.extend(news)
     if op.rewrites_columns and draft.stable_row_ids:
@@ -427,19 +426,19 @@ def _finish(draft: Draft, ctx: BuildContext, txn: Transaction) -> None:
             carried = draft.carried_rows.get(id(f), 0)
             fresh = f.physical_rows - carried
             if carried:
-                ids = rowids.decode_row_ids(f.inline_row_ids)
-                chunks = rowids.contiguous_runs(ids)
-                if fresh:
-                    chunks.append(np.arange(next_row, next_row + fresh, dtype=np.uint64))
-                f.inline_row_ids = rowids.encode_row_ids(chunks)
+                # Moved rows keep the ids (and created-at versions) they carry;
+                # rows after them are fresh inserts.
+                f.inline_row_ids = rowids.append_row_id_range(f.inline_row_ids, next_row, fresh)
                 if f.HasField("inline_created_at_versions"):
-                    created = rowids.decode_versions_prefix(f.inline_created_at_versions)
-                else:
+                    created = f.inline_created_at_versions
+                else:  # a transaction that does not carry them (pylance's): look them up
                     if previous_created is None:
                         previous_created = _created_by_row_id(ctx.previous)
-                    created = np.array([previous_created.get(int(r), version) for r in ids], dtype=np.uint64)
-                created = np.concatenate([created[:carried], np.full(fresh, version, dtype=np.uint64)])
-                f.inline_created_at_versions = rowids.encode_versions(created)
+                    ids = rowids.decode_row_ids(f.inline_row_ids)[:carried]
+                    created = rowids.encode_versions(
+                        np.array([previous_created.get(int(r), version) for r in ids], dtype=np.uint64)
+                    )
+                f.inline_created_at_versions = rowids.append_version_run(created, version, fresh)
             else:
                 f.inline_row_ids = rowids.encode_row_id_range(next_row, fresh)
                 f.inline_created_at_versions = rowids.uniform_versions(version, f.physical_rows)

@@ -109,9 +109,9 @@ def test_delete_reads_only_condition_columns(spark, pair):
 
     orig = frames.scan_frame
 
-    def spy(spark_, snap, columns, metadata=("_rowaddr",)):
+    def spy(spark_, snap, columns, metadata=("_rowaddr",), **kw):
         seen.append((list(columns) if columns is not None else None, list(metadata)))
-        return orig(spark_, snap, columns, metadata)
+        return orig(spark_, snap, columns, metadata, **kw)
 
     import lance_ops.ops.delete as d
 
@@ -175,6 +175,14 @@ def test_update_errors_leave_no_version(spark, pair):
 
 
 # ------------------------------------------------------------------- merge
+@pytest.fixture(params=["broadcast", "shuffle"])
+def merge_strategy(request, spark):
+    """Run a merge test with both join strategies."""
+    spark.conf.set("spark.lance_ops.merge.broadcastSourceRows", "2000000" if request.param == "broadcast" else "0")
+    yield request.param
+    spark.conf.unset("spark.lance_ops.merge.broadcastSourceRows")
+
+
 def source(spark, ids, score_offset=1000.0):
     rows = [(int(i), int(i) % 7, f"src{i}", float(i) + score_offset, [f"s{i}"]) for i in ids]
     return spark.createDataFrame(rows, "id long, grp int, name string, score double, tags array<string>")
@@ -192,7 +200,7 @@ def source_arrow(ids, score_offset=1000.0):
     )
 
 
-def test_merge_upsert_matches_pylance(spark, pair):
+def test_merge_upsert_matches_pylance(spark, pair, merge_strategy):
     ours, ref = pair
     ids = list(range(950, 1100))  # half updates (some of them deleted rows), half inserts
     info = LanceTable(spark, ours).merge(source(spark, ids), "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
@@ -203,7 +211,7 @@ def test_merge_upsert_matches_pylance(spark, pair):
     assert info.metrics["numUpdatedRows"] == r["num_updated_rows"]
 
 
-def test_merge_insert_only_and_conditional(spark, pair):
+def test_merge_insert_only_and_conditional(spark, pair, merge_strategy):
     ours, ref = pair
     ids = list(range(990, 1010))
     LanceTable(spark, ours).merge(source(spark, ids), "t.id = s.id").whenNotMatchedInsertAll().execute()
@@ -216,7 +224,7 @@ def test_merge_insert_only_and_conditional(spark, pair):
     assert_same_as_pylance(ours, ref, fresh_from=START_NEXT_ROW_ID)
 
 
-def test_merge_delete_by_source_matches_pylance(spark, pair):
+def test_merge_delete_by_source_matches_pylance(spark, pair, merge_strategy):
     ours, ref = pair
     ids = list(range(0, 1000, 3))
     info = LanceTable(spark, ours).merge(source(spark, ids), "t.id = s.id").whenNotMatchedBySourceDelete().execute()
@@ -227,7 +235,7 @@ def test_merge_delete_by_source_matches_pylance(spark, pair):
     assert info.metrics["numAddedFragments"] == 0
 
 
-def test_merge_all_clause_kinds(spark, pair):
+def test_merge_all_clause_kinds(spark, pair, merge_strategy):
     """Delta semantics (no pylance equivalent for by-source update): clauses of a
     kind in order, first match wins."""
     ours, _ = pair
@@ -255,7 +263,7 @@ def test_merge_all_clause_kinds(spark, pair):
     assert m["numUpdatedRows"] == 15 + 6
 
 
-def test_merge_duplicate_match_error(spark, pair):
+def test_merge_duplicate_match_error(spark, pair, merge_strategy):
     ours, _ = pair
     t = LanceTable(spark, ours)
     dup = spark.createDataFrame([(10, 1.0), (10, 2.0)], "id long, score double")
@@ -269,7 +277,7 @@ def test_merge_duplicate_match_error(spark, pair):
     assert lance.dataset(ours).to_table(filter="id = 10").num_rows == 0
 
 
-def test_merge_column_mapping_errors_and_schema_evolution(spark, pair):
+def test_merge_column_mapping_errors_and_schema_evolution(spark, pair, merge_strategy):
     ours, _ = pair
     t = LanceTable(spark, ours)
     missing = spark.createDataFrame([(1, 2.0)], "id long, score double")
