@@ -108,6 +108,17 @@ def pylance_table(ds: Dataset) -> str:
     return _cached(os.path.join(ds.root, "pylance.lance"), ds.rows, lambda p: create_with_pylance(ds, p))
 
 
+def delta_table(ds: Dataset) -> str:
+    """Path of a cached Delta table of the dataset. Write only to a copy."""
+    return _cached(os.path.join(ds.root, "delta.delta"), ds.rows, lambda p: _write_delta(ds, p))
+
+
+def _write_delta(ds: Dataset, path: str) -> None:
+    from deltalake import write_deltalake
+
+    write_deltalake(path, ds.arrow().to_table())
+
+
 def fresh_copy(src: str, dst: str) -> str:
     """Replace ``dst`` with a copy of the table at ``src`` (for writes that
     must start from the same table every run)."""

@@ -30,8 +30,9 @@ class LanceTable:
         self._snapshot: Snapshot = resolve_snapshot(self._store, version)
         #: CommitInfo of the last write through this handle (None before any).
         self.lastCommit: CommitInfo | None = None
-        #: Re-runs allowed on retryable conflicts (delete, update, merge ...).
-        self.conflictRetries = DEFAULT_CONFLICT_RETRIES
+        #: Re-runs allowed on retryable conflicts (delete, update, merge ...);
+        #: default from the Spark conf ``spark.lance_ops.conflictRetries`` (10).
+        self.conflictRetries = int(spark.conf.get("spark.lance_ops.conflictRetries", str(DEFAULT_CONFLICT_RETRIES)))
 
     # ------------------------------------------------------------ opening
     @classmethod

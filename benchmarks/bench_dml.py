@@ -1,0 +1,185 @@
+"""DML: delete / update / merge vs pylance and delta-rs on the same data.
+
+Goals (from the DML issue): within 2x of pylance; a delete writes only
+deletion files (bytes written <= 1.1x their size); the driver's memory does not
+grow with table size.
+"""
+from __future__ import annotations
+
+import os
+import tracemalloc
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_ops import LanceTable
+
+from . import data
+from .harness import Context, Result, Section, dir_bytes, fmt_bytes
+
+TITLE = "DML: delete, update, merge vs pylance and delta-rs"
+GOAL = 2.0
+DELETE = "id % 100 = 7"
+UPDATE = "id % 100 = 8"
+MERGE_ROWS = 100_000
+
+
+def run(ctx: Context) -> Section:
+    ds = data.shared_dataset(ctx.spark, ctx.data_dir, ctx.rows)
+    section = Section(TITLE, _description(ds, ctx))
+    bases = {
+        "lance_ops": data.lance_ops_table(ctx.spark, ds),
+        "pylance": data.pylance_table(ds),
+        "delta-rs": data.delta_table(ds),
+    }
+    paths = {k: ctx.scratch(f"dml-{k}") for k in bases}
+    source = _merge_source(ctx, ds)
+
+    def fresh(name):
+        data.fresh_copy(bases[name], paths[name])
+
+    spark = ctx.spark
+    ops = {
+        "delete 1% of rows": {
+            "lance_ops": lambda: LanceTable(spark, paths["lance_ops"]).delete(DELETE),
+            "pylance": lambda: lance.dataset(paths["pylance"]).delete(DELETE),
+            "delta-rs": lambda: _delta(paths["delta-rs"]).delete(DELETE),
+        },
+        "update 1% of rows": {
+            "lance_ops": lambda: LanceTable(spark, paths["lance_ops"]).update(UPDATE, {"f0": "f0 + 1"}),
+            "pylance": lambda: lance.dataset(paths["pylance"]).update({"f0": "f0 + 1"}, where=UPDATE),
+            "delta-rs": lambda: _delta(paths["delta-rs"]).update(updates={"f0": "f0 + 1"}, predicate=UPDATE),
+        },
+        f"merge upsert of {MERGE_ROWS // 1000}k rows (half new)": {
+            "lance_ops": lambda: LanceTable(spark, paths["lance_ops"])
+            .merge(spark.read.parquet(source["parquet"]), "t.id = s.id")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute(),
+            "pylance": lambda: lance.dataset(paths["pylance"])
+            .merge_insert("id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(source["arrow"]),
+            "delta-rs": lambda: _delta(paths["delta-rs"])
+            .merge(source["arrow"], predicate="t.id = s.id", source_alias="s", target_alias="t")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(),
+        },
+    }
+    for name, fns in ops.items():
+        written = {}
+
+        def measure(key, fn=None, _fns=fns):
+            before = dir_bytes(paths[key])
+            out = _fns[key]()
+            written[key] = dir_bytes(paths[key]) - before
+            return out
+
+        t = ctx.interleave({k: (lambda k=k: measure(k)) for k in fns}, setup=fresh)
+        _check_counts(name, paths)
+        notes = "bytes written: " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in written.items())
+        notes += f"; delta-rs {t['delta-rs']}s"
+        section.add(Result(name, t["lance_ops"], "pylance", t["pylance"], "time", GOAL, notes))
+        section.add(Result(f"{name} (vs delta-rs)", t["lance_ops"], "delta-rs", t["delta-rs"], "time"))
+        if name.startswith("delete"):
+            _delete_bytes(section, paths["lance_ops"], written["lance_ops"])
+    _driver_memory(ctx, ds, section)
+    section.note(ctx.memory_note())
+    return section
+
+
+def _description(ds: data.Dataset, ctx: Context) -> str:
+    return f"""\
+Table: the shared {ds.rows:,}-row dataset as a Lance table of {data.FILES} fragments (stable row ids) for
+lance_ops (created by lance_ops) and pylance (created by pylance), and as a Delta table for delta-rs
+(`deltalake.write_deltalake` from the same Parquet). Every run starts from a fresh copy (untimed).
+
+- **delete**: `{DELETE}` (1% of rows, spread over every fragment).
+- **update**: `f0 = f0 + 1` where `{UPDATE}` (1%).
+- **merge**: upsert of {MERGE_ROWS:,} rows keyed on `id` (half match existing rows, half are new):
+  `merge(src, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll()` vs pylance
+  `merge_insert("id").when_matched_update_all().when_not_matched_insert_all()` vs delta-rs
+  `merge(...).when_matched_update_all().when_not_matched_insert_all()`; lance_ops reads the source from
+  Parquet, the peers from the same rows in memory.
+
+Ratios: *time* = lance_ops seconds / peer seconds (goal ≤ {GOAL:g} vs pylance). Best of {ctx.repeat} runs.
+Bytes written = growth of the table directory."""
+
+
+def _delta(path):
+    from deltalake import DeltaTable
+
+    return DeltaTable(path)
+
+
+def _merge_source(ctx: Context, ds: data.Dataset) -> dict:
+    """{MERGE_ROWS} rows with ids k*200+1: the first half exist, the rest are new."""
+    n = min(MERGE_ROWS, max(2, ds.rows // 100))
+    ids = pa.array([k * 200 + 1 if k < n // 2 else ds.rows + k for k in range(n)], pa.int64())
+    cols = {"id": ids}
+    for i in range(data.FLOAT_COLUMNS):
+        cols[f"f{i}"] = pc.multiply(pc.cast(ids, pa.float64()), 1e-9 * (i + 1))
+    cols["s"] = pa.array(["merged"] * n)
+    table = pa.table(cols)
+    path = os.path.join(ctx.scratch_dir, "merge-source.parquet")
+    os.makedirs(ctx.scratch_dir, exist_ok=True)
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, path)
+    return {"arrow": table, "parquet": path}
+
+
+def _check_counts(name: str, paths: dict) -> None:
+    """The three engines must agree on the resulting row counts."""
+    from deltalake import DeltaTable
+
+    counts = {
+        "lance_ops": lance.dataset(paths["lance_ops"]).count_rows(),
+        "pylance": lance.dataset(paths["pylance"]).count_rows(),
+        "delta-rs": DeltaTable(paths["delta-rs"]).to_pyarrow_dataset().count_rows(),
+    }
+    if len(set(counts.values())) != 1:
+        raise RuntimeError(f"{name}: engines disagree on the row count: {counts}")
+
+
+def _delete_bytes(section: Section, path: str, written: int) -> None:
+    """A delete writes deletion files plus the new manifest and transaction."""
+    deletions = dir_bytes(os.path.join(path, "_deletions"))
+    ratio = written / deletions if deletions else float("inf")
+    status = "PASS" if ratio <= 1.1 else "FAIL"
+    section.note(
+        f"delete wrote {fmt_bytes(written)} in all, of which deletion files {fmt_bytes(deletions)} "
+        f"({ratio:.3f}× the deletion files; goal ≤ 1.1×: {status}); no data file was written"
+    )
+
+
+def _driver_memory(ctx: Context, ds: data.Dataset, section: Section) -> None:
+    """Python allocations on the driver during a delete + update, on the full
+    table and on a table with 1/10 of the rows (same fragment count): the
+    driver handles metadata only, so the peak must not grow with rows."""
+    spark = ctx.spark
+    small_rows = max(1000, ds.rows // 10)
+    small = ctx.scratch("dml-small.lance")
+    LanceTable.create(
+        spark, small, spark.read.parquet(ds.parquet).where(f"id < {small_rows}"),
+        maxRowsPerFragment=max(1, small_rows // data.FILES),
+    )
+    big = ctx.scratch("dml-big.lance")
+    data.fresh_copy(data.lance_ops_table(spark, ds), big)
+    peaks = {}
+    for label, path in (("small", small), ("full", big)):
+        LanceTable(spark, path).delete("id % 1000 = 1")  # warm up this path
+        tracemalloc.start()
+        LanceTable(spark, path).delete(DELETE)
+        LanceTable(spark, path).update(UPDATE, {"f0": "f0 + 1"})
+        peaks[label] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    growth = peaks["full"] / peaks["small"] if peaks["small"] else float("inf")
+    section.note(
+        f"driver Python allocation peak during delete+update: {fmt_bytes(peaks['small'])} at {small_rows:,} rows, "
+        f"{fmt_bytes(peaks['full'])} at {ds.rows:,} rows ({growth:.2f}× for 10× the rows; "
+        f"goal: no growth with table size: {'PASS' if growth < 1.5 else 'FAIL'})"
+    )
