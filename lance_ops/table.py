@@ -171,6 +171,53 @@ class LanceTable:
 
         return MergeBuilder(self, source, condition)
 
+    # -------------------------------------------------------- data evolution
+    def addColumns(self, source, readColumns=None, outputSchema=None, on=None) -> CommitInfo:
+        """Add columns without rewriting the table: ``{"z": "x * 2"}`` (Spark SQL
+        over existing columns), ``fn, readColumns=[...], outputSchema="z long"``
+        (an Arrow batch function run on executors) or ``df, on="id"`` (columns
+        computed elsewhere, joined by key; also ``"_rowid"`` / ``"_rowaddr"``)."""
+        from .ops.evolve import add_columns
+
+        self._writable()
+        info = add_columns(
+            self._spark, self._store, self._snapshot, source, self.conflictRetries,
+            read_columns=readColumns, output_schema=outputSchema, on=on,
+        )
+        return self._moved(info)
+
+    def rewriteColumns(self, columns: dict, condition=None) -> CommitInfo:
+        """Recompute existing columns (for rows matching ``condition``; others keep
+        their values) by writing new data files holding just those columns; the
+        old field ids are tombstoned (-2) in the old files."""
+        from .ops.evolve import rewrite_columns
+
+        self._writable()
+        return self._moved(rewrite_columns(self._spark, self._store, self._snapshot, columns, condition, self.conflictRetries))
+
+    def dropColumns(self, columns) -> CommitInfo:
+        """Drop columns (dotted paths for struct fields): metadata only."""
+        from .ops.columns import drop_columns_schema, project
+
+        self._writable()
+        cols = [columns] if isinstance(columns, str) else list(columns)
+        info = project(
+            self._spark, self._store, self._snapshot, lambda snap: drop_columns_schema(snap, cols),
+            "dropColumns", {"columns": ", ".join(cols)}, self.conflictRetries,
+        )
+        return self._moved(info)
+
+    def renameColumn(self, old: str, new: str) -> CommitInfo:
+        """Rename a column (dotted path for a struct field): metadata only."""
+        from .ops.columns import project, rename_column_schema
+
+        self._writable()
+        info = project(
+            self._spark, self._store, self._snapshot, lambda snap: rename_column_schema(snap, old, new),
+            "renameColumn", {"from": old, "to": new}, self.conflictRetries,
+        )
+        return self._moved(info)
+
     def __repr__(self) -> str:
         return f"LanceTable({self.uri!r}, version={self.version})"
 

@@ -1,16 +1,21 @@
-"""Column operations that change only the schema (and helpers shared with
-the data-evolution operations)."""
+"""Column operations that change only the schema: ``dropColumns`` and
+``renameColumn`` (``Project`` transactions: field ids stay, no data is written;
+dropped columns' data stays on disk until compaction rewrites the fragment and
+vacuum removes unreferenced files), plus schema helpers shared with the
+data-evolution operations (new field ids, all-null columns)."""
 from __future__ import annotations
+
+from typing import Callable
 
 from pyspark.sql import types as T
 
-from ..errors import SchemaMismatchError
+from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..format.scan import is_reserved_name
 from ..format.schema import Schema, field_from_arrow
 from ..spark.types import arrow_schema_for_spark
 from ..txn.commit import commit
 from ..txn.log import Snapshot
-from ..txn.operations import Merge, Transaction
+from ..txn.operations import Merge, Project, Transaction
 
 
 def next_field_id(snapshot: Snapshot) -> int:
@@ -46,3 +51,78 @@ def add_null_columns(snapshot: Snapshot, new_fields: list[T.StructField], proper
     schema = schema_with_new_fields(snapshot, new_fields)
     op = Merge(list(snapshot.fragments), schema)
     return commit(snapshot.store, Transaction(snapshot.version, op, properties=dict(properties or {})))
+
+
+# ------------------------------------------------------ drop / rename (Project)
+def _split_path(path: str) -> list[str]:
+    parts = path.split(".")
+    if not all(parts):
+        raise InvalidArgumentError(f"invalid column path {path!r}")
+    return parts
+
+
+def _find(schema: Schema, path: str):
+    """(parent children list, index) of the field at a dotted path."""
+    siblings = schema.fields
+    parts = _split_path(path)
+    for depth, name in enumerate(parts):
+        for i, f in enumerate(siblings):
+            if f.name == name:
+                if depth == len(parts) - 1:
+                    return siblings, i
+                if f.logical_type != "struct":
+                    raise SchemaMismatchError(f"{'.'.join(parts[:depth + 1])!r} is not a struct")
+                siblings = f.children
+                break
+        else:
+            raise SchemaMismatchError(f"no column {path!r}")
+    raise SchemaMismatchError(f"no column {path!r}")
+
+
+def drop_columns_schema(snapshot: Snapshot, columns: list[str]) -> Schema:
+    if isinstance(columns, str):
+        columns = [columns]
+    if not columns:
+        raise InvalidArgumentError("dropColumns needs at least one column")
+    schema = snapshot.schema.copy()
+    for c in columns:
+        siblings, i = _find(schema, c)
+        if siblings is not schema.fields and len(siblings) == 1:
+            raise SchemaMismatchError(f"cannot drop {c!r}: it is the only field of its struct (drop the struct)")
+        del siblings[i]
+    if not schema.fields:
+        raise SchemaMismatchError("cannot drop every column of a table")
+    return schema
+
+
+def rename_column_schema(snapshot: Snapshot, old: str, new: str) -> Schema:
+    if not new or "." in new:
+        raise InvalidArgumentError(f"invalid new column name {new!r} (a plain name, without dots)")
+    if is_reserved_name(new):
+        raise SchemaMismatchError(f"column name {new!r} is reserved for Lance metadata")
+    schema = snapshot.schema.copy()
+    siblings, i = _find(schema, old)
+    if any(f.name == new for f in siblings):
+        raise SchemaMismatchError(f"cannot rename {old!r} to {new!r}: a column with that name exists")
+    siblings[i].name = new  # the field id stays: data files keep serving it
+    return schema
+
+
+def project(spark, store, snapshot: Snapshot, schema_of: Callable[[Snapshot], Schema], name: str,
+            params: dict, conflict_retries: int):
+    """Commit a metadata-only ``Project`` (schema change, no data written);
+    re-run on the latest version after a retryable conflict."""
+    from ..format.features import check_writable
+    from ..txn.log import open_snapshot
+    from .common import commit_info, properties, with_conflict_retries
+
+    schema_of(snapshot)  # validate up front
+
+    def attempt(i: int):
+        snap = snapshot if i == 0 else open_snapshot(store)
+        check_writable(snap.manifest, f"at {store.root}")
+        op = Project(schema_of(snap))
+        result = commit(store, Transaction(snap.version, op, properties=properties(params)))
+        return commit_info(result, snap.version, {}, reruns=i)
+
+    return with_conflict_retries(attempt, conflict_retries)

@@ -1,0 +1,321 @@
+"""Data evolution: add or recompute columns without rewriting the table.
+
+``addColumns`` writes, per fragment, one data file holding only the new
+columns and commits a ``Merge`` (complete fragment list + new schema), as
+pylance's ``add_columns`` does; every row of a fragment that got a file has
+``_row_last_updated_at_version`` = the new version. Three sources of values:
+
+* ``{"z": "x * 2"}`` -- Spark SQL expressions over existing columns;
+* ``fn, readColumns=[...], outputSchema="z long"`` -- an Arrow batch function
+  run on executors over just the read columns;
+* ``df, on="id" | "_rowid" | "_rowaddr"`` -- columns computed elsewhere in
+  Spark, joined by key (unmatched rows get nulls; a key matching a row twice is
+  an error).
+
+``rewriteColumns({"y": "y * 2"}, condition)`` writes, per fragment with a
+changed row, a data file holding just those columns (rows the condition does
+not match keep their old values), tombstones the replaced field ids in the old
+files with -2, and commits an ``Update`` in REWRITE_COLUMNS mode -- what
+pylance's ``merge_insert(...).write_mode("rewrite_columns")`` commits -- so row
+ids and addresses stay, and only changed rows get the new last-updated version.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..errors import InvalidArgumentError, LanceOpsError, SchemaMismatchError
+from ..format.scan import METADATA_COLUMNS, ROW_ADDR, ROW_ID
+from ..format import rowids
+from ..format.schema import Field
+from ..results import CommitInfo
+from ..spark.columnfiles import CHANGED, ColumnFileContext, aligned_column_files, grouped_column_files, parse_results
+from ..spark.errors import executor_errors
+from ..spark.frames import as_column, check_condition, describe, referenced_columns, scan_frame, table_spark_schema, total_cores
+from ..spark.rowchanges import RESULT_SCHEMA
+from ..spark.types import spark_arrow_schema
+from ..txn.log import Snapshot
+from ..txn.operations import REWRITE_COLUMNS, Merge, Update
+from .columns import schema_with_new_fields
+from .dml import Prepared, analysis_frame, run_dml
+
+FRAGMENT_KEY = "_fragment"
+
+
+# ---------------------------------------------------------------- addColumns
+def add_columns(spark, store, snapshot: Snapshot, source, conflict_retries: int, *, read_columns=None,
+                output_schema=None, on=None) -> CommitInfo:
+    if isinstance(source, dict):
+        plan = _ExpressionColumns(source)
+    elif isinstance(source, DataFrame):
+        plan = _JoinedColumns(source, on)
+    elif callable(source):
+        plan = _UdfColumns(source, read_columns, output_schema)
+    else:
+        raise InvalidArgumentError("addColumns takes a dict of SQL expressions, an Arrow batch function, or a DataFrame")
+    new_fields = plan.new_fields(spark, snapshot)  # names checked, SQL analyzed: before any data is written
+    params = {"columns": ", ".join(f.name for f in new_fields), "source": plan.describe()}
+
+    def prepare(snap: Snapshot) -> Prepared:
+        schema = schema_with_new_fields(snap, new_fields)
+        added = [f for f in schema.fields if f.name in {n.name for n in new_fields}]
+        ctx = ColumnFileContext(
+            store=snap.store, schema=snap.schema, fields=added, file_version=snap.data_format_version,
+            fragments={f.id: f.SerializeToString() for f in snap.fragments},
+            unique_rows=isinstance(plan, _JoinedColumns),
+        )
+        results = plan.run(spark, snap, ctx)
+        missing = sorted({f.id for f in snap.fragments} - set(results))
+        if missing:
+            raise LanceOpsError(f"addColumns produced no column file for fragment(s) {missing}")
+        fragments = []
+        for frag in snap.fragments:
+            new = type(frag)()
+            new.CopyFrom(frag)
+            new.files.append(results[frag.id][0])
+            fragments.append(new)
+        op = Merge(fragments, schema)
+        files = [results[f.id][0] for f in snap.fragments]
+        metrics = {
+            "numAddedColumns": len(added),
+            "numAddedFiles": len(files),
+            "numUpdatedFragments": len(files),
+            "bytesWritten": sum(df.file_size_bytes for df in files),
+        }
+        return Prepared(op, metrics, params)
+
+    return run_dml(spark, store, snapshot, "addColumns", prepare, conflict_retries)
+
+
+def _check_new_names(snapshot: Snapshot, names: list[str]) -> None:
+    if not names:
+        raise InvalidArgumentError("addColumns needs at least one new column")
+    seen = set()
+    for n in names:
+        if n in METADATA_COLUMNS or n.startswith("_row"):
+            raise SchemaMismatchError(f"column name {n!r} is reserved for Lance metadata")
+        if snapshot.schema.has(n):
+            raise SchemaMismatchError(f"column {n!r} already exists")
+        if n in seen:
+            raise SchemaMismatchError(f"column {n!r} is given twice")
+        seen.add(n)
+
+
+def _as_nullable(fields: list[T.StructField]) -> list[T.StructField]:
+    # New columns are nullable: deleted rows of existing fragments hold nulls.
+    return [T.StructField(f.name, f.dataType, True, f.metadata) for f in fields]
+
+
+class _ExpressionColumns:
+    def __init__(self, exprs: dict):
+        if not exprs:
+            raise InvalidArgumentError("addColumns needs at least one new column")
+        self.exprs = exprs
+
+    def describe(self) -> str:
+        return ", ".join(f"{k} = {describe(v)}" for k, v in self.exprs.items())
+
+    def new_fields(self, spark, snap: Snapshot) -> list[T.StructField]:
+        _check_new_names(snap, list(self.exprs))
+        frame = analysis_frame(spark, snap).select(*[as_column(v).alias(k) for k, v in self.exprs.items()])
+        return _as_nullable(frame.schema.fields)
+
+    def run(self, spark, snap: Snapshot, ctx: ColumnFileContext):
+        refs = referenced_columns(analysis_frame(spark, snap), list(self.exprs.values()))
+        data_cols = [c for c in refs if c in snap.schema.names]
+        meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
+        frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False)
+        out = frame.select(ROW_ADDR, *[as_column(v).alias(k) for k, v in self.exprs.items()])
+        return _collect(out.mapInArrow(aligned_column_files(ctx), RESULT_SCHEMA))
+
+
+class _UdfColumns:
+    def __init__(self, fn: Callable, read_columns, output_schema):
+        if not read_columns:
+            raise InvalidArgumentError("addColumns(fn, ...) needs readColumns=[...]")
+        if output_schema is None:
+            raise InvalidArgumentError('addColumns(fn, ...) needs outputSchema, e.g. "z long, w string"')
+        self.fn = fn
+        self.read_columns = list(read_columns)
+        self.output_schema = output_schema
+
+    def describe(self) -> str:
+        return f"{getattr(self.fn, '__name__', 'fn')}({', '.join(self.read_columns)})"
+
+    def new_fields(self, spark, snap: Snapshot) -> list[T.StructField]:
+        for c in self.read_columns:
+            if not snap.schema.has(c) and c not in METADATA_COLUMNS:
+                raise SchemaMismatchError(f"readColumns: unknown column {c!r}")
+        schema = self.output_schema
+        if isinstance(schema, str):
+            schema = T._parse_datatype_string(schema)
+        if isinstance(schema, pa.Schema):
+            from pyspark.sql.pandas.types import from_arrow_schema
+
+            schema = from_arrow_schema(schema)
+        if not isinstance(schema, T.StructType):
+            raise InvalidArgumentError("outputSchema must be a DDL string, a StructType or a pyarrow schema")
+        _check_new_names(snap, schema.fieldNames())
+        self.spark_schema = T.StructType(_as_nullable(schema.fields))
+        return self.spark_schema.fields
+
+    def run(self, spark, snap: Snapshot, ctx: ColumnFileContext):
+        data_cols = [c for c in self.read_columns if snap.schema.has(c)]
+        meta = [ROW_ADDR] + [c for c in self.read_columns if c in METADATA_COLUMNS and c != ROW_ADDR]
+        frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False).select(ROW_ADDR, *self.read_columns)
+        fn, names = self.fn, [f.name for f in ctx.fields]
+        target = spark_arrow_schema(self.spark_schema)
+        computed = T.StructType([T.StructField(ROW_ADDR, T.LongType(), False), *self.spark_schema.fields])
+        out_arrow = spark_arrow_schema(computed)
+
+        def apply_udf(batches):
+            for b in batches:
+                inputs = pa.RecordBatch.from_arrays(b.columns[1:], schema=pa.schema(list(b.schema)[1:]))
+                result = fn(inputs)
+                if isinstance(result, pa.Table):
+                    result = result.combine_chunks().to_batches()[0] if result.num_rows else pa.RecordBatch.from_pylist([], schema=target)
+                if not isinstance(result, pa.RecordBatch):
+                    raise SchemaMismatchError(f"the addColumns function must return a pyarrow RecordBatch, got {type(result).__name__}")
+                if result.num_rows != b.num_rows:
+                    raise SchemaMismatchError(f"the addColumns function returned {result.num_rows} rows for {b.num_rows}")
+                missing = [n for n in names if n not in result.schema.names]
+                if missing:
+                    raise SchemaMismatchError(f"the addColumns function did not return column(s) {missing}")
+                cols = [b.column(0)]
+                for f in target:
+                    col = result.column(f.name)
+                    cols.append(col if col.type == f.type else col.cast(f.type))
+                yield pa.RecordBatch.from_arrays(cols, schema=out_arrow)
+
+        return _collect(frame.mapInArrow(apply_udf, computed).mapInArrow(aligned_column_files(ctx), RESULT_SCHEMA))
+
+
+class _JoinedColumns:
+    def __init__(self, df: DataFrame, on):
+        if not on or not isinstance(on, str):
+            raise InvalidArgumentError('addColumns(df, on=...) needs the key column name (or "_rowid" / "_rowaddr")')
+        if on not in df.columns:
+            raise SchemaMismatchError(f"the DataFrame has no key column {on!r}")
+        self.df, self.on = df, on
+
+    def describe(self) -> str:
+        return f"DataFrame joined on {self.on}"
+
+    def new_fields(self, spark, snap: Snapshot) -> list[T.StructField]:
+        if self.on not in METADATA_COLUMNS and not snap.schema.has(self.on):
+            raise SchemaMismatchError(f"the table has no key column {self.on!r}")
+        if self.on == ROW_ID and not snap.stable_row_ids:
+            raise SchemaMismatchError("on='_rowid' needs a table with stable row ids (use '_rowaddr')")
+        fields = [f for f in self.df.schema.fields if f.name != self.on]
+        _check_new_names(snap, [f.name for f in fields])
+        return _as_nullable(fields)
+
+    def run(self, spark, snap: Snapshot, ctx: ColumnFileContext):
+        key = self.on
+        cols = [key] if key in snap.schema.names else []
+        meta = [ROW_ADDR] + ([key] if key in METADATA_COLUMNS and key != ROW_ADDR else [])
+        target = scan_frame(spark, snap, cols, meta)
+        values = self.df.select(F.col(key).alias("__lance_key"), *[F.col(f"`{f.name}`") for f in ctx.fields])
+        joined = target.join(values, target[key] == values["__lance_key"], "left_outer")
+        out = joined.select(ROW_ADDR, *[f.name for f in ctx.fields])
+        tasks = max(1, total_cores(spark) * 2)
+        keyed = out.withColumn(FRAGMENT_KEY, F.shiftright(F.col(ROW_ADDR), 32)).repartition(tasks, FRAGMENT_KEY)
+        return _collect(keyed.groupBy(FRAGMENT_KEY).applyInArrow(grouped_column_files(ctx), RESULT_SCHEMA))
+
+
+def _collect(df: DataFrame) -> dict:
+    with executor_errors():
+        rows = df.collect()
+    return parse_results([(r[0], bytes(r[1])) for r in rows])
+
+
+# ------------------------------------------------------------ rewriteColumns
+def rewrite_columns(spark, store, snapshot: Snapshot, exprs: dict, condition, conflict_retries: int) -> CommitInfo:
+    if not isinstance(exprs, dict) or not exprs:
+        raise InvalidArgumentError("rewriteColumns needs a non-empty dict of column -> new value")
+    for c in exprs:
+        if c in METADATA_COLUMNS:
+            raise SchemaMismatchError(f"{c} is a metadata column and cannot be rewritten")
+        if not snapshot.schema.has(c):
+            raise SchemaMismatchError(f"cannot rewrite unknown column {c!r}; columns: {snapshot.schema.names}")
+    frame = analysis_frame(spark, snapshot)
+    check_condition(frame, condition)
+    types = {f.name: f.dataType for f in table_spark_schema(snapshot).fields}
+    frame.select(*[as_column(v).cast(types[c]).alias(c) for c, v in exprs.items()])
+    params = {"columns": ", ".join(f"{c} = {describe(v)}" for c, v in exprs.items()), "predicate": describe(condition)}
+
+    def prepare(snap: Snapshot) -> Prepared:
+        types = {f.name: f.dataType for f in table_spark_schema(snap).fields}
+        fields = [snap.schema.field(c) for c in exprs]
+        ctx = ColumnFileContext(
+            store=snap.store, schema=snap.schema, fields=fields, file_version=snap.data_format_version,
+            fragments={f.id: f.SerializeToString() for f in snap.fragments},
+            fill="old", has_changed_flag=condition is not None,
+        )
+        used = list(exprs.values()) + ([condition] if condition is not None else [])
+        refs = referenced_columns(analysis_frame(spark, snap), used)
+        data_cols = [c for c in snap.schema.names if c in refs or c in exprs]
+        meta = [ROW_ADDR] + [c for c in refs if c in METADATA_COLUMNS and c != ROW_ADDR]
+        scan = scan_frame(spark, snap, data_cols, meta, split_fragments=False)
+        values = []
+        for c, v in exprs.items():
+            new = as_column(v).cast(types[c])
+            if condition is not None:
+                new = F.when(as_column(condition), new).otherwise(F.col(f"`{c}`"))
+            values.append(new.alias(c))
+        extra = [F.coalesce(as_column(condition), F.lit(False)).alias(CHANGED)] if condition is not None else []
+        results = _collect(scan.select(ROW_ADDR, *values, *extra).mapInArrow(aligned_column_files(ctx), RESULT_SCHEMA))
+        op = _rewrite_op(snap, fields, results)
+        files = [df for df, _ in results.values() if df is not None]
+        metrics = {
+            "numUpdatedRows": sum(len(bm) for df, bm in results.values() if df is not None),
+            "numUpdatedFragments": len(op.updated_fragments),
+            "numAddedFiles": len(files),
+            "bytesWritten": sum(df.file_size_bytes for df in files),
+        }
+        return Prepared(op, metrics, params)
+
+    return run_dml(spark, store, snapshot, "rewriteColumns", prepare, conflict_retries)
+
+
+def _rewrite_op(snap: Snapshot, fields: list[Field], results: dict) -> Update:
+    """REWRITE_COLUMNS Update: replaced field ids -> -2 in the old files, the new
+    file added, last-updated = new version at the changed offsets."""
+    replaced = {f.id for top in fields for f in top.walk()}
+    version = snap.version + 1
+    updated, offsets = [], {}
+    for frag in snap.fragments:
+        df, changed = results.get(frag.id, (None, BitMap()))
+        if df is None:
+            continue
+        new = type(frag)()
+        new.CopyFrom(frag)
+        for old in new.files:
+            patched = [-2 if x in replaced else x for x in old.fields]
+            if patched != list(old.fields):
+                old.ClearField("fields")
+                old.fields.extend(patched)
+        new.files.append(df)
+        if snap.stable_row_ids:
+            seq = rowids.decode_versions(
+                frag.inline_last_updated_at_versions if frag.HasField("inline_last_updated_at_versions") else None,
+                frag.physical_rows,
+            )
+            if len(changed):
+                seq[np.frombuffer(changed.to_array(), dtype=np.uint32).astype(np.int64)] = version
+            new.inline_last_updated_at_versions = rowids.encode_versions(seq)
+        updated.append(new)
+        offsets[frag.id] = changed.serialize()
+    return Update(
+        updated_fragments=updated,
+        fields_modified=sorted(replaced),
+        update_mode=REWRITE_COLUMNS,
+        updated_fragment_offsets=offsets,
+    )
+

@@ -1,0 +1,255 @@
+"""Column files: one new data file per fragment holding only some columns.
+
+Data evolution (``addColumns``, ``rewriteColumns``) never rewrites a table:
+each fragment gets a data file with just the new (or recomputed) columns,
+*row-aligned with the fragment's physical rows* -- deleted offsets included,
+so the fragment's deletion vector stays valid. Spark computes the values of
+live rows; the executor writing a fragment's file places them at their
+offsets and fills deleted positions with nulls (new columns) or the old
+values (rewritten columns, as pylance does).
+
+Two ways in, one writer (:class:`FragmentColumnWriter`):
+
+* :func:`aligned_column_files` -- ``mapInArrow`` straight after a scan whose
+  tasks read whole fragments in order (``split_fragments=False``): streams, one
+  batch at a time, never holding a fragment in memory;
+* :func:`grouped_column_files` -- ``groupBy(fragment).applyInArrow`` after a join
+  (``addColumns(df, on=key)``): one fragment's rows at a time, sorted.
+
+Both emit (kind, payload) metadata rows, like :mod:`.rowchanges`.
+"""
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap
+
+from ..errors import DuplicateMatchError, LanceOpsError
+from ..format.datafile import DataFileWriter
+from ..format.proto import table_pb2
+from ..format.scan import FragmentScan, scan_fragment
+from ..format.deletion import read_deletion_vector
+from ..format.schema import Field, Schema
+from ..format.writer import conform_batch
+from ..storage.objectstore import ObjectStore
+
+ROW_ADDR = "_rowaddr"
+#: Boolean column: the row's value changed (rewriteColumns with a condition).
+CHANGED = "_lance_changed"
+COLUMN_FILE = "column_file"
+OFFSET_MASK = np.uint64(0xFFFFFFFF)
+
+
+@dataclass
+class ColumnFileContext:
+    store: ObjectStore
+    schema: Schema  # the table's schema (to read old values)
+    fields: list[Field]  # top-level fields the new files hold (ids assigned)
+    file_version: str
+    fragments: dict[int, bytes]
+    #: "null": deleted positions hold nulls (new columns); "old": they keep the
+    #: old values (rewritten columns).
+    fill: str = "null"
+    #: Rows whose ``CHANGED`` is false keep their old values (and are not
+    #: reported as changed); without the column every live row changed.
+    has_changed_flag: bool = False
+    #: A key that matches a table row twice (addColumns(df, on=...)) is an error.
+    unique_rows: bool = False
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+
+class FragmentColumnWriter:
+    """Streams the new column file of one fragment, in physical row order."""
+
+    def __init__(self, ctx: ColumnFileContext, frag_id: int):
+        self.ctx = ctx
+        self.frag = table_pb2.DataFragment.FromString(ctx.fragments[frag_id])
+        self.target = pa.schema([f.to_arrow() for f in ctx.fields])
+        self.writer = DataFileWriter(ctx.store, ctx.fields, ctx.file_version)
+        self.pos = 0  # next physical row to write
+        self.changed = BitMap()
+        self._old = None
+        if ctx.fill == "old":
+            deleted = read_deletion_vector(ctx.store, self.frag).to_numpy().astype(np.uint64)
+            self._old = self._read_old(deleted) if len(deleted) else None
+            self._old_offsets = deleted
+
+    def _read_old(self, offsets: np.ndarray) -> pa.Table:
+        scan = FragmentScan(self.frag, self.ctx.names, [], offsets=np.sort(offsets), include_deleted=True)
+        batches = list(scan_fragment(self.ctx.store, self.ctx.schema, scan))
+        return pa.Table.from_batches(batches, schema=self.target)
+
+    def add(self, offsets: np.ndarray, values: pa.RecordBatch, changed: np.ndarray | None = None) -> None:
+        """Rows at ``offsets`` (ascending, past all rows added so far) with their
+        new ``values`` (columns ``ctx.names``)."""
+        if len(offsets) == 0:
+            return
+        if int(offsets[0]) < self.pos:
+            raise LanceOpsError(f"fragment {self.frag.id}: rows arrived out of order")
+        if self.ctx.unique_rows and len(offsets) > 1 and not bool(np.all(offsets[1:] > offsets[:-1])):
+            raise DuplicateMatchError(
+                f"a key of the joined DataFrame matches row offset(s) of fragment {self.frag.id} more than once; "
+                "keys must be unique"
+            )
+        hi = int(offsets[-1]) + 1
+        self._emit(self.pos, hi, offsets, conform_batch(values, self.target))
+        if changed is None:
+            self.changed.update(offsets.astype(np.uint32))
+        else:
+            self.changed.update(offsets[changed].astype(np.uint32))
+        self.pos = hi
+
+    def _emit(self, lo: int, hi: int, offsets: np.ndarray, values: pa.RecordBatch | None) -> None:
+        """Write physical rows [lo, hi): the given rows from ``values`` at their
+        offsets, the positions in between (deleted rows) filled."""
+        n = hi - lo
+        if n <= 0:
+            return
+        k = 0 if values is None else values.num_rows
+        if k == n:  # every position given, in order: no gaps to fill
+            self.writer.write(values)
+            return
+        index = np.full(n, -1, dtype=np.int64)
+        if k:
+            index[offsets.astype(np.int64) - lo] = np.arange(k)
+        holes = np.flatnonzero(index < 0)
+        fill = self._fill(lo + holes)
+        index[holes] = k + (np.arange(len(holes)) if fill is not None else 0)
+        take = pa.array(index)
+        columns = []
+        for i, f in enumerate(self.target):
+            parts = [_chunk(values.column(i))] if k else []
+            parts.append(_chunk(fill.column(i)) if fill is not None else pa.nulls(1, f.type))
+            columns.append(pa.concat_arrays(parts).take(take))
+        self.writer.write(pa.RecordBatch.from_arrays(columns, schema=self.target))
+
+    def _fill(self, positions: np.ndarray) -> pa.RecordBatch | None:
+        """Old values at ``positions`` (deleted rows) when keeping old values."""
+        if self._old is None:
+            if len(positions) and self.ctx.fill == "old":
+                raise LanceOpsError(
+                    f"fragment {self.frag.id}: live row(s) at offsets {positions[:5].tolist()} are missing from the scan"
+                )
+            return None
+        idx = np.searchsorted(self._old_offsets, positions.astype(np.uint64))
+        ok = (idx < len(self._old_offsets)) & (self._old_offsets[np.minimum(idx, len(self._old_offsets) - 1)] == positions)
+        if not ok.all():
+            raise LanceOpsError(
+                f"fragment {self.frag.id}: live row(s) at offsets {positions[~ok][:5].tolist()} are missing "
+                "from the scan"
+            )
+        return self._old.take(pa.array(idx)).combine_chunks().to_batches()[0]
+
+    def finish(self) -> dict:
+        self._emit(self.pos, self.frag.physical_rows, np.empty(0, np.uint64), None)
+        self.pos = self.frag.physical_rows
+        if self.writer.num_rows != self.frag.physical_rows:
+            self.writer.abort()
+            raise LanceOpsError(
+                f"fragment {self.frag.id}: wrote {self.writer.num_rows} rows for {self.frag.physical_rows}"
+            )
+        if self.ctx.has_changed_flag and not len(self.changed):
+            self.writer.abort()  # nothing in this fragment changed: leave it alone
+            return {"fragment_id": self.frag.id, "data_file": None, "changed": b""}
+        data_file = self.writer.finish()
+        return {
+            "fragment_id": self.frag.id,
+            "data_file": data_file.SerializeToString(),
+            "changed": self.changed.serialize(),
+        }
+
+    def abort(self) -> None:
+        self.writer.abort()
+
+
+def _chunk(a):
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+
+
+def _split(batch: pa.RecordBatch, names: list[str], has_changed: bool):
+    addr = batch.column(ROW_ADDR).to_numpy().astype(np.uint64)
+    frags = (addr >> np.uint64(32)).astype(np.int64)
+    offsets = addr & OFFSET_MASK
+    values = pa.RecordBatch.from_arrays([batch.column(n) for n in names], names=names)
+    changed = batch.column(CHANGED).to_numpy(zero_copy_only=False).astype(bool) if has_changed else None
+    return frags, offsets, values, changed
+
+
+def _result(meta: dict) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [pa.array([COLUMN_FILE], pa.string()), pa.array([pickle.dumps(meta)], pa.binary())], names=["kind", "payload"]
+    )
+
+
+def aligned_column_files(ctx: ColumnFileContext):
+    """``mapInArrow`` function over (``_rowaddr``, new columns[, changed flag])
+    straight from a whole-fragment scan: streams each fragment's column file."""
+
+    def run(batches):
+        writer: FragmentColumnWriter | None = None
+        current = None
+        done: set[int] = set()
+        try:
+            for b in batches:
+                if not b.num_rows:
+                    continue
+                frags, offsets, values, changed = _split(b, ctx.names, ctx.has_changed_flag)
+                bounds = np.flatnonzero(np.diff(frags)) + 1
+                for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(frags)]))):
+                    fid = int(frags[lo])
+                    if fid != current:
+                        if writer is not None:
+                            yield _result(writer.finish())
+                            done.add(current)
+                        if fid in done:
+                            raise LanceOpsError(f"fragment {fid} arrived in two pieces")
+                        current, writer = fid, FragmentColumnWriter(ctx, fid)
+                    writer.add(offsets[lo:hi], values.slice(lo, hi - lo), None if changed is None else changed[lo:hi])
+            if writer is not None:
+                yield _result(writer.finish())
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+
+    return run
+
+
+def grouped_column_files(ctx: ColumnFileContext):
+    """``applyInArrow`` function: all live rows of one fragment (any order)."""
+
+    def run(key, table):  # no annotations: pyspark infers the UDF kind from them
+        fid = int(key[0].as_py())
+        batch = table.combine_chunks().to_batches()[0] if table.num_rows else None
+        writer = FragmentColumnWriter(ctx, fid)
+        try:
+            if batch is not None:
+                _, offsets, values, changed = _split(batch, ctx.names, ctx.has_changed_flag)
+                order = np.argsort(offsets, kind="stable")
+                writer.add(
+                    offsets[order], values.take(pa.array(order)), None if changed is None else changed[order]
+                )
+            return pa.Table.from_batches([_result(writer.finish())])
+        except BaseException:
+            writer.abort()
+            raise
+
+    return run
+
+
+def parse_results(rows) -> dict[int, tuple[table_pb2.DataFile | None, BitMap]]:
+    """fragment id -> (new data file or None if unchanged, changed offsets)."""
+    out = {}
+    for kind, payload in rows:
+        if kind != COLUMN_FILE:
+            continue
+        m = pickle.loads(payload)
+        df = table_pb2.DataFile.FromString(m["data_file"]) if m["data_file"] else None
+        out[m["fragment_id"]] = (df, BitMap.deserialize(m["changed"]) if m["changed"] else BitMap())
+    return out
