@@ -70,10 +70,12 @@ class FragmentSink:
         self._writer: DataFileWriter | None = None
         self._ids: list[np.ndarray] = []
         self._created: list[np.ndarray] = []
+        self._updated: list[np.ndarray] = []
         self.carries_ids: bool | None = None
 
-    def write(self, batch: pa.RecordBatch, row_ids=None, created=None) -> Iterator[table_pb2.DataFragment]:
-        """Write a batch; yields fragments that filled up."""
+    def write(self, batch: pa.RecordBatch, row_ids=None, created=None, updated=None) -> Iterator[table_pb2.DataFragment]:
+        """Write a batch; yields fragments that filled up. ``updated`` (last-updated
+        versions) is carried only by rewrites that change no value (compaction)."""
         carries = row_ids is not None
         if self.carries_ids is None:
             self.carries_ids = carries
@@ -92,6 +94,8 @@ class FragmentSink:
                     self._ids.append(np.asarray(row_ids[offset : offset + part.num_rows], dtype=np.uint64))
                     if created is not None:
                         self._created.append(np.asarray(created[offset : offset + part.num_rows], dtype=np.uint64))
+                    if updated is not None:
+                        self._updated.append(np.asarray(updated[offset : offset + part.num_rows], dtype=np.uint64))
                 offset += part.num_rows
                 if self._writer.num_rows >= self.max_rows:
                     yield self._fragment()
@@ -118,7 +122,9 @@ class FragmentSink:
             frag.inline_row_ids = encode_row_ids(sorted_runs(ids))
             if self._created:
                 frag.inline_created_at_versions = encode_versions(np.concatenate(self._created))
-        self._ids, self._created = [], []
+            if self._updated:
+                frag.inline_last_updated_at_versions = encode_versions(np.concatenate(self._updated))
+        self._ids, self._created, self._updated = [], [], []
         return frag
 
 

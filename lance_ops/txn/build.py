@@ -376,11 +376,15 @@ def _drop_indices_on_missing_fields(draft: Draft, schema: Schema) -> None:
 
 
 def _rewrite_index_bitmaps(draft: Draft, op: Rewrite) -> None:
-    """Compaction moved rows: an index keeps covering a rewritten group only when
-    stable row ids make its entries location independent and it covered the
-    whole group; otherwise the group's old fragments leave its bitmap (the index
-    is *narrowed*: the new fragments read as unindexed, which stays correct)."""
+    """Compaction moved rows. An index rewritten alongside (``rewritten_indices``,
+    pylance's remap) gets its new uuid and files; any other index is *narrowed*:
+    the rewritten groups' old fragments leave its bitmap and the new fragments
+    are not added, so they read as unindexed (scanned), which stays correct.
+    pylance 14's scalar indices address rows by row address even with stable row
+    ids (it remaps them on compaction), so keeping the new fragments in the
+    bitmap would return nothing for them."""
     rewritten = {bytes(r.old_id.uuid): r for r in op.rewritten_indices}
+    old_ids = BitMap(op.old_fragment_ids())
     for idx in draft.indices:
         r = rewritten.get(bytes(idx.uuid.uuid))
         if r is not None:
@@ -392,18 +396,17 @@ def _rewrite_index_bitmaps(draft: Draft, op: Rewrite) -> None:
             if len(r.files):
                 idx.ClearField("files")
                 idx.files.extend(r.files)
-        if not idx.fragment_bitmap:
+            if idx.fragment_bitmap:
+                bm = BitMap.deserialize(idx.fragment_bitmap)
+                for g in op.groups:
+                    old = BitMap(f.id for f in g.old_fragments)
+                    if old.issubset(bm):
+                        bm |= BitMap(f.id for f in g.new_fragments)
+                    bm -= old
+                idx.fragment_bitmap = bm.serialize()
             continue
-        bm = BitMap.deserialize(idx.fragment_bitmap)
-        for g in op.groups:
-            old = BitMap(f.id for f in g.old_fragments)
-            covered = old.issubset(bm)
-            if not bm & old:
-                continue
-            bm -= old
-            if covered and (draft.stable_row_ids or r is not None):
-                bm |= BitMap(f.id for f in g.new_fragments)
-        idx.fragment_bitmap = bm.serialize()
+        if idx.fragment_bitmap:
+            idx.fragment_bitmap = (BitMap.deserialize(idx.fragment_bitmap) - old_ids).serialize()
 
 
 def _finish(draft: Draft, ctx: BuildContext, txn: Transaction) -> None:

@@ -10,6 +10,8 @@ transactions is checked against ours, in version order. The answer is one of
   row by row (:func:`rebase`) if the rows are disjoint, else retry;
 * ``ADOPT``   -- ours carries a complete fragment list (Merge) and theirs only
   changed deletion files: take theirs into our list;
+* ``NARROW``  -- ours is a compaction (Rewrite) some of whose groups read
+  fragments theirs changed: commit the other groups (the caller re-plans);
 * ``RETRY``   -- retryable conflict: re-run the operation on the new version;
 * ``FAIL``    -- incompatible: the table changed under us in a way a blind
   re-run must not paper over (Overwrite, Restore).
@@ -41,12 +43,13 @@ class Outcome(enum.IntEnum):
     OK = 0
     REBASE = 1
     ADOPT = 2
-    ROWS = 3
-    RETRY = 4
-    FAIL = 5
+    NARROW = 3
+    ROWS = 4
+    RETRY = 5
+    FAIL = 6
 
 
-OK, REBASE, ADOPT, ROWS, RETRY, FAIL = Outcome
+OK, REBASE, ADOPT, NARROW, ROWS, RETRY, FAIL = Outcome
 
 
 # ---------------------------------------------------------------- op kinds
@@ -95,6 +98,18 @@ def same_rows(ours: Operation, theirs: Operation) -> Outcome:
     if isinstance(theirs, Update) and theirs.rewrites_columns:
         return RETRY  # they changed the data files of a shared fragment
     return ROWS
+
+
+def rewrite_groups(ours: Rewrite, theirs: Operation) -> Outcome:
+    """Rewrite vs an operation that changed or removed fragments: no overlap is
+    fine; an overlap drops the affected groups when the compaction allows a
+    partial commit (NARROW), else retry (pylance: retryable)."""
+    touched = touched_fragments(theirs)
+    if not ours.old_fragment_ids() & touched:
+        return OK
+    if ours.allow_partial and any(not ({f.id for f in g.old_fragments} & touched) for g in ours.groups):
+        return NARROW
+    return RETRY
 
 
 def merge_vs_delete(ours: Operation, theirs: Operation) -> Outcome:
@@ -177,6 +192,7 @@ COLUMNS = (
     "Overwrite", "Restore", "CreateIndex", "UpdateConfig", "ReserveFragments", "DataReplacement",
 )
 _fr, _rw = same_fragments, same_rows
+_rg = rewrite_groups
 
 #: RULES[ours][i] is the rule for ours committing after a concurrent COLUMNS[i].
 #                      Append  Delete  UpdRows UpdCols Merge   Project Rewrite Overwr. Restore Index   Config  Reserve DataRepl
@@ -187,7 +203,7 @@ RULES: dict[str, tuple] = {
     "UpdateColumns":   (REBASE, _fr,    _fr,    _fr,    RETRY,  RETRY,  _fr,    FAIL,   FAIL,   REBASE, REBASE, REBASE, _fr),
     "Merge":           (RETRY,  merge_vs_delete, RETRY, RETRY, RETRY, FAIL, RETRY, FAIL, FAIL, OK,    OK,     OK,     RETRY),
     "Project":         (OK,     OK,     OK,     OK,     RETRY,  RETRY,  OK,     FAIL,   FAIL,   OK,     OK,     OK,     OK),
-    "Rewrite":         (OK,     _fr,    _fr,    _fr,    RETRY,  OK,     _fr,    FAIL,   FAIL,   rewrite_vs_index, OK, OK, _fr),
+    "Rewrite":         (OK,     _rg,    _rg,    _rg,    RETRY,  OK,     _rg,    FAIL,   FAIL,   rewrite_vs_index, OK, OK, _rg),
     "CreateIndex":     (OK,     OK,     OK,     OK,     OK,     OK,     index_vs_rewrite, FAIL, FAIL, OK, OK,   OK,     index_vs_replacement),
     "UpdateConfig":    (OK,     OK,     OK,     OK,     config_vs_merge, OK, OK, config_vs_overwrite, config_vs_restore, OK, config_vs_config, OK, OK),
     "Overwrite":       (OK,     OK,     OK,     OK,     OK,     OK,     OK,     RETRY,  OK,     OK,     overwrite_vs_config, OK, OK),
@@ -224,6 +240,8 @@ class Pending:
 
     outcome: Outcome = OK
     rows_fragments: set[int] = field(default_factory=set)
+    #: Fragments concurrent commits changed (for NARROW).
+    changed_fragments: set[int] = field(default_factory=set)
     conflicting: list[tuple[int, str, Outcome]] = field(default_factory=list)
 
     def add(self, version: int, theirs: Transaction | None, ours: Transaction, outcome: Outcome) -> None:
@@ -232,6 +250,8 @@ class Pending:
         self.conflicting.append((version, name, outcome))
         if outcome == ROWS:
             self.rows_fragments |= touched_fragments(ours.operation) & touched_fragments(theirs.operation)
+        if outcome == NARROW:
+            self.changed_fragments |= touched_fragments(theirs.operation)
 
     def raise_if_conflict(self, ours: Transaction) -> None:
         bad = [(v, n, o) for v, n, o in self.conflicting if o >= RETRY]
@@ -256,6 +276,11 @@ def rebase(ours: Transaction, pending: Pending, latest: Snapshot) -> Transaction
         _merge_deletions(ours, pending.rows_fragments, latest)
     if pending.outcome == ADOPT and isinstance(op, Merge):
         _adopt_deletions(op, latest)
+    if pending.changed_fragments and isinstance(op, Rewrite):
+        keep = [g for g in op.groups if not ({f.id for f in g.old_fragments} & pending.changed_fragments)]
+        op.dropped_groups += [g for g in op.groups if g not in keep]
+        op.groups = keep
+        pending.changed_fragments = set()
     if isinstance(op, (Delete, Update)) and pending.outcome >= REBASE:
         ours.read_version = latest.version
     return ours

@@ -175,6 +175,11 @@ class Rewrite(Operation):
     proto_field: ClassVar[str] = "rewrite"
     groups: list[RewriteGroup] = field(default_factory=list)
     rewritten_indices: list = field(default_factory=list)  # Rewrite.RewrittenIndex messages
+    #: In memory only: when a concurrent commit changed some groups' fragments,
+    #: commit the other groups instead of failing (compaction re-plans the rest).
+    allow_partial: bool = False
+    #: In memory only: groups dropped by such a rebase.
+    dropped_groups: list[RewriteGroup] = field(default_factory=list)
 
     def fill(self, pb):
         for g in self.groups:

@@ -1,0 +1,168 @@
+"""optimize().executeCompaction(): differential against pylance's
+compact_files (same plan, rows, row ids, lineage), racing deletes, indices."""
+import os
+import shutil
+import subprocess
+import sys
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_ops import LanceTable
+from tests.helpers import arrow_rows, read_manifest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LINEAGE = ["_row_created_at_version", "_row_last_updated_at_version"]
+
+
+def make(path, sizes, stable=True, start=0):
+    """A table whose fragments have the given row counts (ids sequential)."""
+    next_id = start
+    for i, n in enumerate(sizes):
+        ids = np.arange(next_id, next_id + n)
+        next_id += n
+        t = pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array(ids * 2.0), "s": pa.array([f"s{i}" for i in ids])})
+        lance.write_dataset(t, path, mode="create" if i == 0 else "append", max_rows_per_file=n,
+                            enable_stable_row_ids=stable)
+    return path
+
+
+def twin(tmp_path, sizes, stable=True, deletes=()):
+    ref = make(str(tmp_path / "ref.lance"), sizes, stable)
+    for d in deletes:
+        lance.dataset(ref).delete(d)
+    ours = str(tmp_path / "ours.lance")
+    shutil.copytree(ref, ours)
+    return ours, ref
+
+
+def state(path):
+    ds = lance.dataset(path)
+    rows = ds.to_table(columns=["id", "v", "s"] + LINEAGE, with_row_id=True, with_row_address=True)
+    frags = [(f.metadata.id, f.metadata.physical_rows, f.metadata.deletion_file is not None) for f in ds.get_fragments()]
+    return ds.version, frags, arrow_rows(rows, ("id",))
+
+
+@pytest.mark.parametrize(
+    "sizes,deletes,kwargs",
+    [
+        ([10, 10, 10], [], {}),  # one group
+        ([1000, 10, 1000], [], {"targetRowsPerFragment": 1000}),  # isolated small fragment: nothing
+        ([300] * 5, [], {"targetRowsPerFragment": 1000}),  # one 1500-row output (no cut at target)
+        ([1000, 1000], ["id < 200"], {"targetRowsPerFragment": 1000}),  # 20% deleted: rewritten alone
+        ([1000, 1000], ["id < 50"], {"targetRowsPerFragment": 1000}),  # 5%: nothing
+        ([1000, 1000], ["id < 300"], {"targetRowsPerFragment": 1000, "materializeDeletions": False}),
+        ([1000, 1000], ["id < 300"], {"targetRowsPerFragment": 1000, "materializeDeletionsThreshold": 0.5}),
+        ([400, 400, 400, 400, 400, 400], ["id % 3 = 0"], {"targetRowsPerFragment": 500}),  # cuts by live rows
+    ],
+)
+def test_matches_pylance_compact_files(spark, tmp_path, sizes, deletes, kwargs):
+    ours, ref = twin(tmp_path, sizes, deletes=deletes)
+    info = LanceTable(spark, ours).optimize().executeCompaction(**kwargs)
+    py = {"targetRowsPerFragment": "target_rows_per_fragment", "materializeDeletions": "materialize_deletions",
+          "materializeDeletionsThreshold": "materialize_deletions_threshold"}
+    metrics = lance.dataset(ref).optimize.compact_files(**{py[k]: v for k, v in kwargs.items()})
+    assert state(ours) == state(ref)
+    assert (info.version is None) == (metrics.fragments_removed == 0)
+    assert info.metrics["fragmentsRemoved"] == metrics.fragments_removed
+    assert info.metrics["fragmentsAdded"] == metrics.fragments_added
+    if info.version is not None:
+        txn = read_manifest(ours).transaction()
+        assert txn.read_version == info.version - 2  # read version = the plan's, before the reserve
+
+
+def test_without_stable_row_ids(spark, tmp_path):
+    ours, ref = twin(tmp_path, [100] * 6, stable=False, deletes=["id % 4 = 1"])
+    LanceTable(spark, ours).optimize().executeCompaction(targetRowsPerFragment=250)
+    lance.dataset(ref).optimize.compact_files(target_rows_per_fragment=250)
+    assert state(ours) == state(ref)
+
+
+def test_keeps_lineage_after_updates_and_drops_dropped_columns(spark, tmp_path):
+    p = make(str(tmp_path / "t.lance"), [200] * 4)
+    t = LanceTable(spark, p)
+    t.update("id % 10 = 0", {"v": "-v"})
+    t.addColumns({"z": "id + 1"})
+    t.dropColumns("s")
+    before = arrow_rows(lance.dataset(p).to_table(columns=["id", "v", "z"] + LINEAGE, with_row_id=True), ("_rowid",))
+    info = t.optimize().executeCompaction(targetRowsPerFragment=10_000)
+    assert info.metrics["rowsRewritten"] == 800 and info.metrics["fragmentsAdded"] == 1
+    after = arrow_rows(lance.dataset(p).to_table(columns=["id", "v", "z"] + LINEAGE, with_row_id=True), ("_rowid",))
+    assert before == after
+    frag = read_manifest(p).manifest.fragments[0]
+    assert len(frag.files) == 1 and list(frag.files[0].fields) == [0, 1, 3]  # s (id 2) gone from disk
+    assert not frag.HasField("deletion_file")
+
+
+def test_nothing_to_do_commits_nothing(spark, tmp_path):
+    p = make(str(tmp_path / "t.lance"), [100])
+    info = LanceTable(spark, p).optimize().executeCompaction()
+    assert info.version is None and lance.dataset(p).version == 1
+
+
+def test_race_with_delete_commits_other_groups_and_replans(spark, tmp_path):
+    """A delete lands between planning and commit on a fragment of one group: the
+    other groups commit, the affected one is re-planned -- nothing is lost."""
+    p = make(str(tmp_path / "t.lance"), [100] * 8)
+    stale = LanceTable(spark, p)  # plans from version 8
+    lance.dataset(p).delete("id = 5")  # fragment 0, in the first group
+    info = stale.optimize().executeCompaction(targetRowsPerFragment=400)
+    assert info.retries >= 1
+    ds = lance.dataset(p)
+    ids = sorted(ds.to_table(columns=["id"])["id"].to_pylist())
+    assert ids == [i for i in range(800) if i != 5]
+    assert sorted(ds.to_table(with_row_id=True)["_rowid"].to_pylist()) == [i for i in range(800) if i != 5]
+    assert all(f.metadata.physical_rows >= 399 for f in ds.get_fragments())  # both groups compacted in the end
+
+
+RACER = """
+import sys, lance
+path = sys.argv[1]
+for k in range(12):
+    lance.dataset(path).delete(f"id = {k * 60 + 7}")
+"""
+
+
+@pytest.mark.slow
+def test_compaction_racing_deletes_in_another_process(spark, tmp_path):
+    p = make(str(tmp_path / "t.lance"), [60] * 12)
+    script = tmp_path / "racer.py"
+    script.write_text(RACER)
+    proc = subprocess.Popen([sys.executable, str(script), p], cwd=ROOT)
+    try:
+        for _ in range(3):
+            LanceTable(spark, p).optimize().executeCompaction(targetRowsPerFragment=200, materializeDeletionsThreshold=0.0)
+    finally:
+        assert proc.wait(timeout=300) == 0
+    LanceTable(spark, p).optimize().executeCompaction(targetRowsPerFragment=200)
+    ds = lance.dataset(p)
+    deleted = {k * 60 + 7 for k in range(12)}
+    assert sorted(ds.to_table(columns=["id"])["id"].to_pylist()) == sorted(set(range(720)) - deleted)
+    assert sorted(ds.to_table(with_row_id=True)["_rowid"].to_pylist()) == sorted(set(range(720)) - deleted)
+
+
+def _expected(q, ids):
+    return sorted(i for i in ids if eval(q, {"id": i}))
+
+
+@pytest.mark.parametrize("stable", [True, False])
+def test_btree_index_is_narrowed_and_stays_correct(spark, tmp_path, stable):
+    """pylance's index keeps serving the fragments compaction left alone; the
+    rewritten ones leave its bitmap and are scanned: every query stays right."""
+    p = make(str(tmp_path / "t.lance"), [1000, 1000, 300, 300, 300], stable=stable)
+    lance.dataset(p).create_scalar_index("id", "BTREE")
+    lance.dataset(p).delete("id % 5 = 0")
+    info = LanceTable(spark, p).optimize().executeCompaction(targetRowsPerFragment=1000, materializeDeletions=False)
+    assert info.metrics["fragmentsRemoved"] == 3 and info.metrics["indicesNarrowed"] == 1
+    ds = lance.dataset(p)
+    from pyroaring import BitMap
+
+    idx = read_manifest(p).indices
+    assert set(BitMap.deserialize(idx[0].fragment_bitmap)) == {0, 1}
+    assert "ScalarIndexQuery" in ds.scanner(filter="id = 7", columns=["id"]).explain_plan()
+    live = [i for i in range(2900) if i % 5 != 0]
+    for q in ("id == 7", "id == 2100", "id < 40", "2095 <= id <= 2110", "id >= 2890"):
+        sql = q.replace("==", "=") if "<= id <=" not in q else "id between 2095 and 2110"
+        assert sorted(ds.to_table(filter=sql, columns=["id"])["id"].to_pylist()) == _expected(q, live), q
