@@ -119,6 +119,20 @@ def _write_delta(ds: Dataset, path: str) -> None:
     write_deltalake(path, ds.arrow().to_table())
 
 
+def small_fragments_table(spark, ds: Dataset, rows_per_fragment: int, writer: str) -> str:
+    """Path of a cached table of the dataset in fragments of ``rows_per_fragment``
+    rows, written by ``writer`` ("lance_ops" or "pylance"). Write only to a copy."""
+    path = os.path.join(ds.root, f"{writer}-frag{rows_per_fragment}.lance")
+
+    def build(p: str) -> None:
+        if writer == "lance_ops":
+            LanceTable.create(spark, p, spark.read.parquet(ds.parquet), maxRowsPerFragment=rows_per_fragment)
+        else:
+            lance.write_dataset(ds.arrow(), p, max_rows_per_file=rows_per_fragment, enable_stable_row_ids=True)
+
+    return _cached(path, ds.rows, build)
+
+
 def fresh_copy(src: str, dst: str) -> str:
     """Replace ``dst`` with a copy of the table at ``src`` (for writes that
     must start from the same table every run)."""

@@ -158,6 +158,7 @@ class FragmentColumnWriter:
             self.writer.abort()  # nothing in this fragment changed: leave it alone
             return {"fragment_id": self.frag.id, "data_file": None, "changed": b""}
         data_file = self.writer.finish()
+        self.changed.run_optimize()  # ranges of offsets stay tiny in the transaction
         return {
             "fragment_id": self.frag.id,
             "data_file": data_file.SerializeToString(),
