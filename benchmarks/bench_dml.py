@@ -72,10 +72,10 @@ def run(ctx: Context) -> Section:
     for name, fns in ops.items():
         written = {}
 
-        def measure(key, fn=None, _fns=fns):
+        def measure(key, _fns=fns, _written=written):
             before = dir_bytes(paths[key])
             out = _fns[key]()
-            written[key] = dir_bytes(paths[key]) - before
+            _written[key] = dir_bytes(paths[key]) - before
             return out
 
         t = ctx.interleave({k: (lambda k=k: measure(k)) for k in fns}, setup=fresh)

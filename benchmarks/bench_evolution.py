@@ -61,10 +61,10 @@ def run(ctx: Context) -> Section:
     for name, fns in ops.items():
         written = {}
 
-        def measure(key, _fns=fns):
+        def measure(key, _fns=fns, _written=written):
             before = dir_bytes(paths[key])
             out = _fns[key]()
-            written[key] = dir_bytes(paths[key]) - before
+            _written[key] = dir_bytes(paths[key]) - before
             return out
 
         t = ctx.interleave({k: (lambda k=k: measure(k)) for k in fns}, setup=lambda n: data.fresh_copy(bases[n], paths[n]))

@@ -127,6 +127,17 @@ class LanceTable:
 
         return detail(self._snapshot)
 
+    def changes(self, startVersion: int, endVersion: int | None = None):
+        """Rows inserted or updated in versions (startVersion, endVersion] as a
+        DataFrame: the table's columns, ``_rowid``, the lineage columns and
+        ``_change_type`` ("insert" or "update"). ``endVersion`` defaults to
+        this handle's version. Computed from row lineage at ``endVersion``, so
+        it needs stable row ids; deleted rows are not reported (see
+        :mod:`lance_ops.ops.changes` for the caveats)."""
+        from .ops.changes import changes
+
+        return changes(self._spark, self._store, self._snapshot, startVersion, endVersion)
+
     # ------------------------------------------------------------ writes
     def _moved(self, info: CommitInfo) -> CommitInfo:
         if info.version is not None:
@@ -170,6 +181,13 @@ class LanceTable:
         from .ops.merge import MergeBuilder
 
         return MergeBuilder(self, source, condition)
+
+    # ------------------------------------------------------------ maintenance
+    def optimize(self):
+        """Delta's optimize builder: ``t.optimize().executeCompaction(...)``."""
+        from .ops.compact import OptimizeBuilder
+
+        return OptimizeBuilder(self)
 
     # -------------------------------------------------------- data evolution
     def addColumns(self, source, readColumns=None, outputSchema=None, on=None) -> CommitInfo:
@@ -217,6 +235,64 @@ class LanceTable:
             "renameColumn", {"from": old, "to": new}, self.conflictRetries,
         )
         return self._moved(info)
+
+    # ------------------------------------------------- vacuum, restore, tags
+    def vacuum(self, retentionHours: float = 168, dryRun: bool = False, enforceRetentionDuration: bool = True) -> list[str]:
+        """Remove versions committed more than ``retentionHours`` ago (never the
+        latest, this handle's version or newer, nor a tagged version -- tagged
+        versions are silently kept, with their files), then the data, deletion,
+        transaction and index files no kept version references. Files that no
+        version references at all (failed or in-flight writes) are removed only
+        once their mtime is older than the retention. Returns the removed paths,
+        relative to the table root, sorted; ``dryRun=True`` only lists them.
+
+        A retention below 168 hours raises InvalidArgumentError unless the Spark
+        conf ``spark.lance_ops.vacuum.retentionDurationCheck.enabled`` is
+        "false" or ``enforceRetentionDuration=False`` (extension) is passed: a
+        short retention can delete the files of a commit in progress. Refused
+        on time-travel handles. Details: :mod:`lance_ops.ops.vacuum`."""
+        from .ops.vacuum import RETENTION_CHECK_CONF, vacuum
+
+        self._writable()
+        check = self._spark.conf.get(RETENTION_CHECK_CONF, "true").strip().lower() != "false"
+        return vacuum(self._store, self.version, retentionHours, dryRun, enforce=check and enforceRetentionDuration)
+
+    def restoreToVersion(self, version: int | str) -> CommitInfo:
+        """Commit a new version whose content is ``version``'s (a version number
+        or a tag name); later versions stay in the history. Row ids issued
+        since are never reused (``nextRowId``/``maxFragmentId`` keep the latest
+        values, as pylance). A missing version or tag raises
+        TableNotFoundError."""
+        from .ops.restore import restore
+
+        self._writable()
+        return self._moved(restore(self._store, self._snapshot, version))
+
+    def createTag(self, name: str, version: int | str | None = None) -> None:
+        """Name a version (default: this handle's). Tags live in
+        ``_refs/tags/{name}.json``, readable by pylance; a tagged version is
+        kept by vacuum. An existing name raises TableExistsError, a missing
+        version TableNotFoundError, a bad name InvalidArgumentError. Tags
+        commit no version, so this also works on time-travel handles."""
+        from .ops.tags import create_tag
+
+        create_tag(self._store, name, self.version if version is None else version)
+
+    def deleteTag(self, name: str) -> None:
+        """Delete a tag (TableNotFoundError if it does not exist). The version
+        it named stays until vacuum removes it."""
+        from .txn.refs import delete_tag
+
+        delete_tag(self._store, name)
+
+    def listTags(self, details: bool = False) -> dict:
+        """Tag name -> version. With ``details=True`` (extension): tag name ->
+        the tag file's content (version, createdAt, updatedAt, manifestSize,
+        branch, metadata)."""
+        from .ops.tags import tag_versions
+        from .txn.refs import list_tags
+
+        return list_tags(self._store) if details else tag_versions(self._store)
 
     def __repr__(self) -> str:
         return f"LanceTable({self.uri!r}, version={self.version})"

@@ -15,7 +15,6 @@ types. Deletions and metadata columns are applied one level up
 """
 from __future__ import annotations
 
-import functools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field

@@ -7,6 +7,7 @@
 {root}/_transactions/{read_version}-{uuid}.txn
 {root}/_deletions/{fragment_id}-{read_version}-{random u64}.{arrow|bin}
 {root}/data/{name}.lance
+{root}/_indices/{index uuid}/...
 {root}/_refs/tags/{tag}.json
 ```
 """
@@ -74,6 +75,12 @@ def transaction_file_name(read_version: int, txn_uuid: str) -> str:
 def deletion_file_path(fragment_id: int, read_version: int, file_id: int, bitmap: bool) -> str:
     ext = "bin" if bitmap else "arrow"
     return f"{DELETIONS_DIR}/{fragment_id}-{read_version}-{file_id}.{ext}"
+
+
+def index_dir(index_uuid: bytes) -> str:
+    """``_indices/{uuid}``: the directory holding an index's files (the uuid of
+    ``IndexMetadata.uuid.uuid`` in its hyphenated form)."""
+    return f"{INDICES_DIR}/{uuid.UUID(bytes=bytes(index_uuid))}"
 
 
 def random_u64() -> int:

@@ -250,6 +250,20 @@ def decode_versions_prefix(data: bytes) -> np.ndarray:
     )
 
 
+def version_bounds(data: bytes | None, default: int = 1) -> tuple[int, int]:
+    """(min, max) version of a RowDatasetVersionSequence without expanding it
+    per row; a missing or empty sequence reads as ``default``."""
+    if not data:
+        return default, default
+    seq = rowids_pb2.RowDatasetVersionSequence()
+    try:
+        seq.ParseFromString(data)
+    except Exception as e:
+        raise CorruptTableError(f"cannot decode row version sequence: {e}") from e
+    versions = [r.version for r in seq.runs if segment_len(r.span)]
+    return (min(versions), max(versions)) if versions else (default, default)
+
+
 def decode_versions(data: bytes | None, physical_rows: int, default: int = 1) -> np.ndarray:
     """Per-row versions (physical order) from a RowDatasetVersionSequence; a
     missing sequence reads as ``default`` (pylance: 1) for every row."""

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from ..format.features import check_writable
 from ..format.scan import METADATA_COLUMNS
@@ -16,8 +15,14 @@ from ..spark.errors import executor_errors
 from ..spark.frames import empty_frame, table_spark_schema, total_cores
 from ..spark.progress import spark_job
 from ..spark.rowchanges import (
-    FRAGMENT_KEY, RESULT_SCHEMA, ROW_ADDR, ChangeContext, ChangeSet, aligned_changes,
-    changed_rows_schema, fragment_changes, write_changes,
+    FRAGMENT_KEY,
+    RESULT_SCHEMA,
+    ChangeContext,
+    ChangeSet,
+    aligned_changes,
+    changed_rows_schema,
+    fragment_changes,
+    write_changes,
 )
 from ..txn.commit import commit
 from ..txn.log import Snapshot, open_snapshot

@@ -31,13 +31,27 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import InvalidArgumentError, LanceOpsError, SchemaMismatchError
-from ..format.scan import METADATA_COLUMNS, ROW_ADDR, ROW_ID
 from ..format import rowids
+from ..format.scan import METADATA_COLUMNS, ROW_ADDR, ROW_ID
 from ..format.schema import Field
 from ..results import CommitInfo
-from ..spark.columnfiles import CHANGED, ColumnFileContext, aligned_column_files, grouped_column_files, parse_results
+from ..spark.columnfiles import (
+    CHANGED,
+    ColumnFileContext,
+    aligned_column_files,
+    grouped_column_files,
+    parse_results,
+)
 from ..spark.errors import executor_errors
-from ..spark.frames import as_column, check_condition, describe, referenced_columns, scan_frame, table_spark_schema, total_cores
+from ..spark.frames import (
+    as_column,
+    check_condition,
+    describe,
+    referenced_columns,
+    scan_frame,
+    table_spark_schema,
+    total_cores,
+)
 from ..spark.rowchanges import RESULT_SCHEMA
 from ..spark.types import spark_arrow_schema
 from ..txn.log import Snapshot

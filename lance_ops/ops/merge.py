@@ -26,7 +26,12 @@ from pyspark.sql import functions as F
 from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..results import CommitInfo
 from ..spark.frames import (
-    as_column, describe, empty_frame, output_attributes, referenced_attributes, scan_frame,
+    as_column,
+    describe,
+    empty_frame,
+    output_attributes,
+    referenced_attributes,
+    scan_frame,
     table_spark_schema,
 )
 from ..spark.rowchanges import ACTION, DELETE, INSERT_ACTION, ROW_ADDR, UPDATE

@@ -6,6 +6,7 @@ from ..spark.datasource import register
 from ..spark.frames import rows_per_partition
 from ..txn.log import open_snapshot
 
+
 def read_dataframe(
     spark,
     store,

@@ -13,7 +13,14 @@ from pyspark.sql import functions as F
 from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..format.scan import METADATA_COLUMNS
 from ..results import CommitInfo
-from ..spark.frames import as_column, check_condition, describe, referenced_columns, scan_frame, table_spark_schema
+from ..spark.frames import (
+    as_column,
+    check_condition,
+    describe,
+    referenced_columns,
+    scan_frame,
+    table_spark_schema,
+)
 from ..spark.rowchanges import ACTION, ROW_ADDR, UPDATE
 from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_ROWS, Update

@@ -29,9 +29,9 @@ from pyroaring import BitMap
 
 from ..errors import DuplicateMatchError, LanceOpsError
 from ..format.datafile import DataFileWriter
+from ..format.deletion import read_deletion_vector
 from ..format.proto import table_pb2
 from ..format.scan import FragmentScan, scan_fragment
-from ..format.deletion import read_deletion_vector
 from ..format.schema import Field, Schema
 from ..format.writer import conform_batch
 from ..storage.objectstore import ObjectStore

@@ -16,7 +16,8 @@ schema, so use ``columns`` (or ``.schema(...)`` with a subset of columns) to
 read fewer columns. Filters are pushed down when
 ``spark.sql.python.filterPushdown.enabled`` is true: simple comparisons on
 integer, string, boolean and date columns drop rows in the executor before
-Arrow batches reach the JVM (Spark still re-checks them).
+Arrow batches reach the JVM (Spark still re-checks them), and comparisons on
+the lineage columns skip whole fragments whose version bounds exclude them.
 
 Writing::
 
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import types as T
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -51,11 +53,20 @@ from pyspark.sql.datasource import (
     StringStartsWith,
     WriterCommitMessage,
 )
-from pyspark.sql import types as T
 
 from ..errors import InvalidArgumentError
 from ..format.proto import table_pb2
-from ..format.scan import METADATA_COLUMNS, ROW_ADDR, ROW_CREATED, ROW_ID, ROW_UPDATED, FragmentScan, live_rows, scan_fragment
+from ..format.rowids import version_bounds
+from ..format.scan import (
+    METADATA_COLUMNS,
+    ROW_ADDR,
+    ROW_CREATED,
+    ROW_ID,
+    ROW_UPDATED,
+    FragmentScan,
+    live_rows,
+    scan_fragment,
+)
 from ..storage.objectstore import ObjectStore
 from .types import spark_arrow_schema, spark_schema, to_spark_batch
 
@@ -181,12 +192,21 @@ class LanceScanReader(DataSourceReader):
         self.arrow_target = spark_arrow_schema(spark_schema_)
         self.rows_per_partition = opts.rows_per_partition
         self.filters: list = []
-        self._partitions = plan_partitions(snapshot.fragments, opts.rows_per_partition, opts.split_fragments)
+        self.split_fragments = opts.split_fragments
+        # Planned in partitions(), once pushFilters may have narrowed the scan.
+        self._fragments = list(snapshot.fragments)
+
+    def __getstate__(self):
+        # Spark pickles the reader for the executors *before* it calls
+        # partitions(): the fragment list is planning state, not shipped.
+        state = dict(self.__dict__)
+        state.pop("_fragments", None)
+        return state
 
     def partitions(self):
-        parts = self._partitions
-        self._partitions = None  # not shipped with the reader to executors
-        return parts
+        fragments = [f for f in self._fragments if lineage_may_match(f, self.filters)]
+        # Never an empty list: Spark would substitute a bare InputPartition.
+        return plan_partitions(fragments, self.rows_per_partition, self.split_fragments) or [ScanPartition([])]
 
     def read(self, partition: ScanPartition):
         keep = compile_filters(self.filters, self.arrow_target) if self.filters else None
@@ -221,6 +241,35 @@ _CMP = {
     LessThan: pc.less,
     LessThanOrEqual: pc.less_equal,
 }
+
+
+#: Comparison -> "excludes every row" given a fragment's (min, max) lineage version.
+_EXCLUDES = {
+    EqualTo: lambda lo, hi, v: v < lo or v > hi,
+    GreaterThan: lambda lo, hi, v: hi <= v,
+    GreaterThanOrEqual: lambda lo, hi, v: hi < v,
+    LessThan: lambda lo, hi, v: lo >= v,
+    LessThanOrEqual: lambda lo, hi, v: lo > v,
+}
+_VERSION_SEQUENCES = {ROW_CREATED: "created_at_versions", ROW_UPDATED: "last_updated_at_versions"}
+
+
+def lineage_may_match(fragment: table_pb2.DataFragment, filters) -> bool:
+    """False when a pushed comparison on a lineage column excludes every row of
+    ``fragment``, judged from the version bounds in its metadata (change feeds
+    over large tables then read only the fragments that changed). A sequence
+    stored in an external file has unknown bounds: never excluded."""
+    for f in filters:
+        excludes = _EXCLUDES.get(type(f))
+        attr = getattr(f, "attribute", ())
+        seq = _VERSION_SEQUENCES.get(attr[0]) if excludes and len(attr) == 1 else None
+        if seq is None or fragment.HasField(f"external_{seq}"):
+            continue
+        inline = f"inline_{seq}"
+        lo, hi = version_bounds(getattr(fragment, inline) if fragment.HasField(inline) else None)
+        if excludes(lo, hi, f.value):
+            return False
+    return True
 
 
 def _column_type(f, schema: pa.Schema) -> pa.DataType | None:

@@ -36,8 +36,22 @@ from ..format.schema import Schema
 from ..version import __version__
 from .log import Snapshot
 from .operations import (
-    Append, Clone, CreateIndex, DataReplacement, Delete, Merge, Operation, Overwrite, Project,
-    ReserveFragments, Restore, Rewrite, Transaction, Update, UpdateBases, UpdateConfig,
+    Append,
+    Clone,
+    CreateIndex,
+    DataReplacement,
+    Delete,
+    Merge,
+    Operation,
+    Overwrite,
+    Project,
+    ReserveFragments,
+    Restore,
+    Rewrite,
+    Transaction,
+    Update,
+    UpdateBases,
+    UpdateConfig,
     UpdateMemWalState,
 )
 

@@ -27,14 +27,25 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+
 from pyroaring import BitMap
 
 from ..errors import CommitConflictError
 from ..format.deletion import read_deletion_vector, write_deletion_vector
 from .log import Snapshot
 from .operations import (
-    CreateIndex, DataReplacement, Delete, Merge, Operation, Overwrite, Restore, Rewrite,
-    Transaction, UnknownOperation, Update, UpdateConfig,
+    CreateIndex,
+    DataReplacement,
+    Delete,
+    Merge,
+    Operation,
+    Overwrite,
+    Restore,
+    Rewrite,
+    Transaction,
+    UnknownOperation,
+    Update,
+    UpdateConfig,
 )
 
 

@@ -14,7 +14,14 @@ from functools import cached_property
 from ..errors import CorruptTableError, TableNotFoundError
 from ..format.features import check_readable, uses_stable_row_ids
 from ..format.manifest import ManifestFile, decode_manifest_file
-from ..format.naming import HINT_FILE, TRANSACTIONS_DIR, VERSIONS_DIR, ManifestNaming, detect_naming, parse_manifest_name
+from ..format.naming import (
+    HINT_FILE,
+    TRANSACTIONS_DIR,
+    VERSIONS_DIR,
+    ManifestNaming,
+    detect_naming,
+    parse_manifest_name,
+)
 from ..format.proto import table_pb2
 from ..format.schema import Schema
 from ..storage.objectstore import FileInfo, ObjectStore

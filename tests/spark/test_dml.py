@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from lance_ops import LanceTable
 from lance_ops.errors import DuplicateMatchError, SchemaMismatchError
-from tests.helpers import arrow_rows, assert_same_rows
+from tests.helpers import arrow_rows
 
 LINEAGE = ["_row_created_at_version", "_row_last_updated_at_version"]
 

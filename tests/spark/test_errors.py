@@ -2,7 +2,6 @@
 import os
 
 import lance
-import pyarrow as pa
 import pytest
 
 from lance_ops import LanceTable

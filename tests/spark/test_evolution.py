@@ -9,7 +9,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from pyspark.sql import functions as F
 
 from lance_ops import LanceTable
 from lance_ops.errors import SchemaMismatchError

@@ -69,10 +69,9 @@ def test_create_append_overwrite_time_travel_match_pylance(spark, tmp_path):
         assert_same_rows(
             LanceTable(spark, ours, version=v).toDF(withRowId=True, withLineage=True), lance_view(ours, v)
         )
-    # The manifest says who wrote it; ids/high-water marks as pylance's.
-    m_ours, m_ref = lance.dataset(ours), lance.dataset(ref)
-    assert m_ours.stats.dataset_stats()["num_fragments"] >= 1
+    # The manifest says who wrote it; the row id high-water mark is pylance's.
     assert t.detail()["nextRowId"] == 1240
+    assert lance.dataset(ref).to_table(with_row_id=True)["_rowid"].to_pylist()[-1] == 1239
     assert t.detail()["writerVersion"].startswith("lance_ops")
 
 
@@ -117,8 +116,7 @@ def test_append_keeps_stored_types(spark, tmp_path):
     assert ds.schema.field("id").type == pa.uint32() and ds.schema.field("s").type == pa.large_string()
     assert sorted(ds.to_table()["id"].to_pylist()) == [1, 2, 3]
     from lance_ops.errors import SchemaMismatchError
-    from pyspark.errors import PySparkException
 
-    with pytest.raises((SchemaMismatchError, PySparkException, Exception), match="uint32|overflow|SchemaMismatch|out of bounds"):
+    with pytest.raises(SchemaMismatchError, match="uint32"):
         t.append(spark.createDataFrame([(-1, "neg")], "id long, s string"))
     assert lance.dataset(p).version == 2

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import lance
-import numpy as np
 import pyarrow as pa
 import pytest
 

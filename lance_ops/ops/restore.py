@@ -1,0 +1,55 @@
+"""restoreToVersion(): make an older version (or a tagged one) the latest again.
+
+One ``Restore`` transaction, committed on top of the latest version: the new
+version's content is version ``v``'s (fragments with their deletion files, row
+ids and lineage, schema, indices, config), while ``max_fragment_id`` and
+``next_row_id`` stay at the latest version's high-water marks, as pylance 14
+does -- ids handed out by the versions being undone are never reissued. The
+versions after ``v`` stay in the history and readable; their files go only
+when vacuum removes those versions. A Restore commits over any concurrent
+commit (it replaces the content wholesale), so there is nothing to retry.
+"""
+from __future__ import annotations
+
+from ..errors import InvalidArgumentError
+from ..results import CommitInfo
+from ..txn.commit import commit
+from ..txn.log import Snapshot, open_snapshot
+from ..txn.operations import Restore, Transaction
+from ..txn.refs import resolve_version
+from .common import commit_info, properties
+
+
+def _data_files(snapshot: Snapshot) -> dict[str, int]:
+    """Data file path -> size in bytes."""
+    return {f.path: f.file_size_bytes for frag in snapshot.fragments for f in frag.files}
+
+
+def restore_metrics(current: Snapshot, target: Snapshot) -> dict:
+    """Delta's RESTORE metrics, relative to the version the handle reads."""
+    now, then = _data_files(current), _data_files(target)
+    removed = now.keys() - then.keys()
+    restored = then.keys() - now.keys()
+    return {
+        "tableSizeAfterRestore": sum(then.values()),
+        "numOfFilesAfterRestore": len(then),
+        "numRemovedFiles": len(removed),
+        "numRestoredFiles": len(restored),
+        "removedFilesSize": sum(now[p] for p in removed),
+        "restoredFilesSize": sum(then[p] for p in restored),
+        "numRowsAfterRestore": target.num_rows(),
+    }
+
+
+def restore(store, snapshot: Snapshot, version: int | str) -> CommitInfo:
+    """Commit a Restore of ``version`` (a version number or a tag name) on top of
+    the latest version. A missing version or tag raises TableNotFoundError
+    before anything is written."""
+    if version is None:
+        raise InvalidArgumentError("restoreToVersion needs a version number or a tag name")
+    target = open_snapshot(store, resolve_version(store, version))
+    metrics = restore_metrics(snapshot, target)
+    params = {"tag": version} if str(version) != str(target.version) else {}
+    txn = Transaction(snapshot.version, Restore(target.version), properties=properties(params, metrics))
+    result = commit(store, txn)
+    return commit_info(result, snapshot.version, metrics)

@@ -1,0 +1,211 @@
+"""vacuum(): remove old versions, then every file no remaining version needs.
+
+Metadata work on the driver: listing, reading every manifest, deleting --
+plain object-store calls, issued from a small thread pool.
+
+Which versions are removed -- pylance's ``cleanup_old_versions(older_than=...)``
+rules:
+
+* a version whose manifest ``timestamp`` (commit time, not the file's mtime) is
+  older than the retention;
+* never the latest version, the handle's own version or anything newer (a
+  stale handle never removes what it has not seen);
+* never a tagged version (``_refs/tags``). pylance raises by default when a
+  tagged version falls under the policy; we follow Delta's spirit instead: the
+  tag is the user's explicit wish to keep that version, so it is silently kept,
+  together with every file it references.
+
+Which files are removed -- data files (``data/**.lance``), deletion files,
+transaction files and index directories (``_indices/{uuid}/``) that no kept
+version references:
+
+* files referenced by a removed version only: always (they were committed, so
+  no writer is still producing them);
+* files referenced by no version at all (left by a failed or an in-flight
+  write): only if their mtime is older than the retention, so a concurrent
+  writer's files that are not committed yet survive (a file whose mtime the
+  store does not report is never considered old). pylance uses a fixed
+  7-day age for these (or deletes them at any age with ``delete_unverified``);
+  here the same retention governs versions and unreferenced files, as in
+  Delta;
+* temporary leftovers of interrupted writes older than the retention:
+  pylance's ``_versions/.tmp*``, and ``*.tmp-{hex}`` files of our own
+  write-then-rename in ``_versions/``, ``_transactions/``, ``_deletions/``.
+
+Everything else stays: ``_refs/``, the version hint, unknown files. A manifest
+that cannot be decoded aborts vacuum before anything is deleted -- its
+references are unknown, and guessing could delete live files.
+
+Like Delta's, vacuum relies on the retention for concurrency: a writer whose
+transaction runs longer than the retention, or a restore of a version being
+removed at that moment, can lose files.
+
+The retention must be at least :data:`MIN_RETENTION_HOURS` (Delta's
+``retentionDurationCheck``): a shorter one can delete files of a commit in
+progress or break readers of recent versions. The check is off when the Spark
+conf :data:`RETENTION_CHECK_CONF` is ``false`` or the caller passes
+``enforce=False``.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ..errors import InvalidArgumentError
+from ..format.deletion import deletion_path_of, has_deletion_file
+from ..format.features import check_readable, check_writable
+from ..format.manifest import ManifestFile
+from ..format.naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, TRANSACTIONS_DIR, VERSIONS_DIR, index_dir
+from ..storage.objectstore import FileInfo, ObjectStore
+from ..txn.log import TableLog
+from ..txn.refs import list_tags
+
+log = logging.getLogger("lance_ops")
+
+#: Delta's default ``deletedFileRetentionDuration`` (7 days), used as the floor.
+MIN_RETENTION_HOURS = 168.0
+#: Mirrors Delta's ``spark.databricks.delta.retentionDurationCheck.enabled``.
+RETENTION_CHECK_CONF = "spark.lance_ops.vacuum.retentionDurationCheck.enabled"
+#: Concurrent manifest reads / deletes (object stores serve one key per request).
+IO_THREADS = 16
+
+
+@dataclass
+class VacuumPlan:
+    """What one vacuum removes; paths are relative to the table root."""
+
+    removed_versions: list[int] = field(default_factory=list)
+    manifests: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def paths(self) -> list[str]:
+        """Everything removed, manifests included, sorted."""
+        return sorted(self.manifests + self.files)
+
+
+def check_retention(retention_hours: float, enforce: bool) -> None:
+    if retention_hours < 0:
+        raise InvalidArgumentError(f"retentionHours must be >= 0, got {retention_hours!r}")
+    if enforce and retention_hours < MIN_RETENTION_HOURS:
+        raise InvalidArgumentError(
+            f"retentionHours={retention_hours} is below the safety floor of {MIN_RETENTION_HOURS:g} "
+            "hours: files of commits in progress and versions that readers may still use could be "
+            f"deleted. If no other process writes or reads this table, set the Spark conf "
+            f"{RETENTION_CHECK_CONF}=false or pass enforceRetentionDuration=False."
+        )
+
+
+#: Fragment fields naming row id / lineage files stored outside the manifest
+#: (paths relative to the root; pylance 14 writes them inline).
+_EXTERNAL_SEQUENCES = ("external_row_ids", "external_created_at_versions", "external_last_updated_at_versions")
+
+
+def references(mf: ManifestFile) -> set[str]:
+    """Paths (relative to the root) of the files one version needs; an index is
+    referenced as its directory ``_indices/{uuid}``."""
+    m = mf.manifest
+    out = set()
+    for frag in m.fragments:
+        out.update(f"{DATA_DIR}/{f.path}" for f in frag.files)
+        if has_deletion_file(frag):
+            out.add(deletion_path_of(frag.id, frag.deletion_file))
+        out.update(getattr(frag, ext).path for ext in _EXTERNAL_SEQUENCES if frag.HasField(ext))
+    if m.transaction_file:
+        out.add(f"{TRANSACTIONS_DIR}/{m.transaction_file}")
+    out.update(index_dir(i.uuid.uuid) for i in mf.indices)
+    return out
+
+
+def _timestamp(mf: ManifestFile) -> float:
+    """Commit time in epoch seconds; a manifest without one counts as ancient
+    (as in pylance)."""
+    ts = mf.manifest.timestamp
+    return ts.seconds + ts.nanos / 1e9 if mf.manifest.HasField("timestamp") else 0.0
+
+
+def _older(info: FileInfo, cutoff: float) -> bool:
+    """Whether an unreferenced file is older than the retention. An unknown
+    mtime (0: the store did not report one) never counts as old: a file whose
+    age cannot be proven may belong to a commit in progress."""
+    return 0 < info.mtime < cutoff
+
+
+def _is_leftover(name: str) -> bool:
+    """A temporary file of an interrupted write: pylance's ``.tmp*`` commit
+    files, ours ``{name}.tmp-{hex}`` (:meth:`ObjectStore.write_bytes`)."""
+    return name.startswith(".tmp") or ".tmp-" in name
+
+
+def _candidates(store: ObjectStore) -> Iterator[tuple[str, FileInfo, str | None]]:
+    """(path, info, reference key) of every file vacuum may remove. The key is
+    what :func:`references` calls the file; None for temporary leftovers,
+    which no version ever references."""
+    for rel, info in store.walk_files(DATA_DIR):
+        if rel.endswith(".lance"):
+            yield rel, info, rel
+    for rel, info in store.walk_files(INDICES_DIR):
+        parts = rel.split("/")
+        if len(parts) > 2:
+            yield rel, info, "/".join(parts[:2])
+    file_kinds = {DELETIONS_DIR: (".arrow", ".bin"), TRANSACTIONS_DIR: (".txn",), VERSIONS_DIR: ()}
+    for directory, suffixes in file_kinds.items():
+        for info in store.list_dir(directory):
+            rel = f"{directory}/{info.name}"
+            if _is_leftover(info.name):
+                yield rel, info, None
+            elif info.name.endswith(suffixes):
+                yield rel, info, rel
+
+
+def plan_vacuum(store: ObjectStore, upto: int, retention_hours: float) -> VacuumPlan:
+    """Decide what to remove, reading every manifest first (an unreadable one
+    raises CorruptTableError before anything is decided). ``upto`` is the
+    handle's version: it and newer versions are kept."""
+    cutoff = time.time() - retention_hours * 3600.0
+    tagged = {int(doc["version"]) for doc in list_tags(store).values()}
+    tlog = TableLog(store)
+    plan = VacuumPlan()
+    kept: set[str] = set()
+    removed: set[str] = set()
+    listed = tlog.manifests()
+    with ThreadPoolExecutor(IO_THREADS) as pool:
+        decoded = list(pool.map(lambda entry: tlog.read_manifest(entry[0], entry[1]), listed))
+    for (version, naming, _info), mf in zip(listed, decoded):
+        check_readable(mf.manifest, f"at {store.root}")
+        if version < upto and version not in tagged and _timestamp(mf) < cutoff:
+            plan.removed_versions.append(version)
+            plan.manifests.append(naming.path(version))
+            removed |= references(mf)
+        else:
+            kept |= references(mf)
+    if decoded:  # vacuum is a write: refused on the latest version's unknown writer flags
+        check_writable(decoded[-1].manifest, f"at {store.root}")
+    for rel, info, key in _candidates(store):
+        if key not in kept and (key in removed or _older(info, cutoff)):
+            plan.files.append(rel)
+    return plan
+
+
+def vacuum(store: ObjectStore, version: int, retention_hours: float | None, dry_run: bool, enforce: bool) -> list[str]:
+    """Remove (or with ``dry_run`` only list) what :func:`plan_vacuum` selects
+    (``retention_hours=None``: the default, :data:`MIN_RETENTION_HOURS`).
+
+    Manifests go first: if vacuum is interrupted, the files they referenced are
+    left unreferenced with old mtimes and the next vacuum removes them, while
+    no remaining version ever points at a deleted file.
+    """
+    if retention_hours is None:
+        retention_hours = MIN_RETENTION_HOURS
+    check_retention(retention_hours, enforce)
+    plan = plan_vacuum(store, version, retention_hours)
+    if dry_run:
+        return plan.paths
+    with ThreadPoolExecutor(IO_THREADS) as pool:
+        list(pool.map(store.delete, plan.manifests))
+        list(pool.map(store.delete, plan.files))
+    log.info("vacuum %s: removed %d version(s) and %d file(s)", store.root, len(plan.removed_versions), len(plan.files))
+    return plan.paths

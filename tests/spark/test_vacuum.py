@@ -1,0 +1,268 @@
+"""vacuum: differential against pylance's cleanup_old_versions on identical
+copies of a table with history; kept versions stay readable by both readers;
+tags, orphans of concurrent writers, the retention floor and unreadable
+manifests.
+
+Old versions are made by moving their manifest ``timestamp`` back (what the
+retention reads); old files by moving their mtime back (os.utime).
+"""
+import datetime
+import os
+import shutil
+import time
+
+import lance
+import pytest
+
+from lance_ops import LanceTable
+from lance_ops.errors import CorruptTableError, InvalidArgumentError, ReadOnlyVersionError
+from lance_ops.format.manifest import encode_manifest_file
+from lance_ops.format.naming import new_data_file_name, new_uuid
+from lance_ops.ops.vacuum import RETENTION_CHECK_CONF
+from tests.helpers import assert_same_rows, manifest_files, read_manifest
+
+HOUR = 3600
+DAY = 24 * HOUR
+DDL = "id long, x long"
+
+
+def age_versions(path, versions, seconds):
+    """Move the commit timestamps of ``versions`` back by ``seconds``."""
+    files = manifest_files(path)
+    for v in versions:
+        mf = read_manifest(path, v)
+        mf.manifest.timestamp.seconds -= seconds
+        with open(files[v], "wb") as f:
+            f.write(encode_manifest_file(mf.manifest, mf.transaction_bytes, mf.indices))
+
+
+def age_table(path, seconds):
+    """As if everything committed so far had happened ``seconds`` earlier:
+    every version's timestamp and every file's mtime move back together."""
+    age_versions(path, versions_of(path), seconds)
+    for rel in all_files(path):
+        full = os.path.join(path, rel)
+        st = os.stat(full)
+        os.utime(full, (st.st_atime - seconds, st.st_mtime - seconds))
+
+
+def put_file(path, rel, age_seconds):
+    """A file at ``rel`` whose mtime is ``age_seconds`` ago."""
+    full = os.path.join(path, rel)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "wb") as f:
+        f.write(b"not referenced")
+    t = time.time() - age_seconds
+    os.utime(full, (t, t))
+    return rel
+
+
+def all_files(path) -> set[str]:
+    return {
+        os.path.relpath(os.path.join(root, f), path) for root, _, names in os.walk(path) for f in names
+    }
+
+
+def rows(spark, n, start=0):
+    return spark.createDataFrame([(i, i) for i in range(start, start + n)], DDL)
+
+
+def versions_of(path) -> list[int]:
+    return sorted(manifest_files(path))
+
+
+def assert_versions_readable(spark, path):
+    """Every remaining version reads the same through our reader and pylance's."""
+    for v in versions_of(path):
+        ds = lance.dataset(path, version=v)
+        ref = ds.to_table(with_row_id=True)
+        assert_same_rows(LanceTable(spark, path, version=v).toDF(withRowId=True), ref)
+
+
+@pytest.fixture(scope="module")
+def history_template(spark, tmp_path_factory):
+    """A table with 7 versions -- create, append, delete (pylance), update,
+    BTREE index (pylance), overwrite, append -- whose versions 1-5 (and their
+    files) were written 10 days ago."""
+    p = str(tmp_path_factory.mktemp("vacuum") / "hist.lance")
+    t = LanceTable.create(spark, p, rows(spark, 30), maxRowsPerFragment=10)
+    t.append(rows(spark, 10, 30))
+    lance.dataset(p).delete("id % 7 = 0")
+    t.refresh().update("id < 5", {"x": "x + 100"})
+    lance.dataset(p).create_scalar_index("id", "BTREE")
+    age_table(p, 10 * DAY)
+    t.refresh().overwrite(rows(spark, 8, 100))
+    t.append(rows(spark, 4, 200))
+    assert versions_of(p) == [1, 2, 3, 4, 5, 6, 7]
+    return p
+
+
+@pytest.fixture
+def history(history_template, tmp_path):
+    """A fresh copy of the template (mtimes preserved)."""
+    p = str(tmp_path / "hist.lance")
+    shutil.copytree(history_template, p)
+    return p
+
+
+def copies(path, tmp_path):
+    ours, ref = str(tmp_path / "ours.lance"), str(tmp_path / "ref.lance")
+    shutil.copytree(path, ours)  # copy2: mtimes preserved
+    shutil.copytree(path, ref)
+    return ours, ref
+
+
+# ------------------------------------------------------------------ differential
+def test_vacuum_matches_pylance_cleanup(spark, history, tmp_path):
+    old = [
+        put_file(history, f"data/{new_data_file_name()}", 10 * DAY),
+        put_file(history, f"_transactions/7-{new_uuid()}.txn", 10 * DAY),
+        put_file(history, "_deletions/0-7-12345.arrow", 10 * DAY),
+        put_file(history, f"_indices/{new_uuid()}/page_data.lance", 10 * DAY),
+        put_file(history, "_versions/.tmp-leftover", 10 * DAY),
+    ]
+    fresh = [  # a concurrent writer's files, not committed yet
+        put_file(history, f"data/{new_data_file_name()}", 0),
+        put_file(history, f"_transactions/7-{new_uuid()}.txn", 0),
+    ]
+    unknown = [put_file(history, "other.txt", 10 * DAY), put_file(history, "data/notes.txt", 10 * DAY)]
+    ours, ref = copies(history, tmp_path)
+    before = all_files(ours)
+
+    removed = LanceTable(spark, ours).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    stats = lance.dataset(ref).cleanup_old_versions(older_than=datetime.timedelta(hours=24))
+
+    assert all_files(ours) == all_files(ref)
+    assert removed == sorted(before - all_files(ours))
+    assert versions_of(ours) == [6, 7]
+    assert stats.old_versions == 5
+    assert set(old) <= set(removed)
+    assert not (set(fresh) | set(unknown) | {"_versions/latest_version_hint.json"}) & set(removed)
+    assert not any(p.startswith("_indices/") for p in all_files(ours))  # index only in removed versions
+    assert_versions_readable(spark, ours)
+
+
+def test_dry_run_lists_without_deleting(spark, history):
+    before = all_files(history)
+    planned = LanceTable(spark, history).vacuum(retentionHours=24, dryRun=True, enforceRetentionDuration=False)
+    assert all_files(history) == before
+    assert planned == sorted(planned) and len(planned) > 5
+    removed = LanceTable(spark, history).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    assert removed == planned == sorted(before - all_files(history))
+
+
+def test_default_retention_keeps_recent_versions(spark, history):
+    before = all_files(history)
+    # Versions 1-5 are 10 days old: the default 7 days removes them, not 6 and 7.
+    assert LanceTable(spark, history).vacuum()
+    assert versions_of(history) == [6, 7]
+    age_versions(history, [6], 6 * DAY)
+    assert LanceTable(spark, history).vacuum() == []
+    assert versions_of(history) == [6, 7] and all_files(history) < before
+
+
+def test_tagged_old_version_is_kept_with_its_files(spark, history, tmp_path):
+    t = LanceTable(spark, history)
+    t.createTag("audit", 5)
+    ours, ref = copies(history, tmp_path)
+
+    LanceTable(spark, ours).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    with pytest.raises(OSError, match="tagged version"):  # pylance's default refuses
+        lance.dataset(ref).cleanup_old_versions(older_than=datetime.timedelta(hours=24))
+    lance.dataset(ref).cleanup_old_versions(
+        older_than=datetime.timedelta(hours=24), error_if_tagged_old_versions=False
+    )
+
+    assert versions_of(ours) == versions_of(ref) == [5, 6, 7]
+    assert all_files(ours) == all_files(ref)
+    assert any(p.startswith("_indices/") for p in all_files(ours))  # version 5's index
+    assert lance.dataset(ours, version="audit").to_table().num_rows == 34
+    assert_versions_readable(spark, ours)
+
+
+def test_files_of_removed_versions_go_whatever_their_mtime(spark, history):
+    """A file only removed versions reference was committed: no writer is still
+    producing it, so its (here fresh) mtime does not protect it."""
+    txn = "_transactions/" + read_manifest(history, 2).manifest.transaction_file
+    os.utime(os.path.join(history, txn))
+    assert txn in LanceTable(spark, history).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    assert not os.path.exists(os.path.join(history, txn))
+
+
+def test_vacuum_after_compaction(spark, tmp_path):
+    """Compaction's ReserveFragments + Rewrite: once the versions before it are
+    gone, so are the compacted fragments' data and deletion files."""
+    p = str(tmp_path / "c.lance")
+    t = LanceTable.create(spark, p, rows(spark, 40).coalesce(1), maxRowsPerFragment=10)
+    t.delete("id % 3 = 0")
+    t.optimize().executeCompaction(targetRowsPerFragment=100)
+    age_table(p, 10 * DAY)
+    removed = t.vacuum(retentionHours=24, enforceRetentionDuration=False)
+    assert versions_of(p) == [t.version]
+    assert any(r.startswith("_deletions/") for r in removed) and not os.listdir(os.path.join(p, "_deletions"))
+    live = {f.path for frag in lance.dataset(p).get_fragments() for f in frag.metadata.files}
+    assert {r[len("data/"):] for r in all_files(p) if r.startswith("data/")} == live
+    assert_versions_readable(spark, p)
+
+
+# ------------------------------------------------------------------ safety
+def test_concurrent_writers_files_younger_than_retention_survive(spark, history):
+    fresh = put_file(history, f"data/{new_data_file_name()}", 5 * 60)
+    stale = put_file(history, f"data/{new_data_file_name()}", 2 * HOUR)
+    removed = LanceTable(spark, history).vacuum(retentionHours=1, enforceRetentionDuration=False)
+    assert stale in removed and fresh not in removed
+    assert os.path.exists(os.path.join(history, fresh)) and not os.path.exists(os.path.join(history, stale))
+
+
+def test_leftovers_of_interrupted_writes(spark, history):
+    """Our write-then-rename temporaries (which pylance would keep as unknown
+    files) go once older than the retention, like pylance's ``.tmp*``."""
+    old = [
+        put_file(history, f"_transactions/7-{new_uuid()}.txn.tmp-0a1b", 2 * HOUR),
+        put_file(history, "_deletions/0-7-99.arrow.tmp-0a1b", 2 * HOUR),
+        put_file(history, "_versions/latest_version_hint.json.tmp-0a1b", 2 * HOUR),
+    ]
+    fresh = put_file(history, "_versions/.tmp-0a1b", 0)
+    removed = LanceTable(spark, history).vacuum(retentionHours=1, enforceRetentionDuration=False)
+    assert set(old) <= set(removed) and fresh not in removed
+    assert os.path.exists(os.path.join(history, "_versions/latest_version_hint.json"))
+
+
+def test_stale_handle_keeps_its_version_and_newer(spark, history):
+    stale = LanceTable(spark, history, version=None)
+    LanceTable(spark, history).append(rows(spark, 2, 300))
+    age_versions(history, [6, 7], 10 * DAY)
+    stale.vacuum(retentionHours=24, enforceRetentionDuration=False)
+    assert versions_of(history) == [7, 8]
+    assert_versions_readable(spark, history)
+
+
+def test_unreadable_manifest_fails_without_deleting(spark, history):
+    files = manifest_files(history)
+    with open(files[2], "r+b") as f:
+        f.seek(-4, os.SEEK_END)
+        f.write(b"XXXX")  # footer magic
+    before = all_files(history)
+    with pytest.raises(CorruptTableError):
+        LanceTable(spark, history).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    assert all_files(history) == before
+
+
+def test_retention_floor(spark, history):
+    before = all_files(history)
+    t = LanceTable(spark, history)
+    with pytest.raises(InvalidArgumentError, match="retentionDurationCheck"):
+        t.vacuum(retentionHours=24)
+    with pytest.raises(InvalidArgumentError, match=">= 0"):
+        t.vacuum(retentionHours=-1, enforceRetentionDuration=False)
+    assert all_files(history) == before
+    spark.conf.set(RETENTION_CHECK_CONF, "false")
+    try:
+        assert t.vacuum(retentionHours=24, dryRun=True)
+    finally:
+        spark.conf.unset(RETENTION_CHECK_CONF)
+
+
+def test_refused_on_time_travel_handle(spark, history):
+    with pytest.raises(ReadOnlyVersionError):
+        LanceTable(spark, history, version=6).vacuum()
