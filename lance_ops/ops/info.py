@@ -12,9 +12,9 @@ import datetime
 
 from pyspark.sql import types as T
 
-from ..format.schema import Field
+from ..format.schema import Field, Schema
 from ..txn.log import Snapshot, TableLog
-from ..txn.operations import Append, Delete, Merge, Overwrite, Rewrite, Transaction, Update
+from ..txn.operations import Append, Delete, Merge, Overwrite, Project, Rewrite, Transaction, Update
 from .common import METRIC_PREFIX, PARAM_PREFIX
 
 HISTORY_SCHEMA = T.StructType(
@@ -52,8 +52,29 @@ def history_rows(store, limit: int | None = None, upto: int | None = None) -> li
             rows.append((v, ts, None, None, {}, {}, writer, None))
             continue
         params, metrics = _describe(txn)
+        if isinstance(txn.operation, (Merge, Project)) and v > 1:
+            params = {**_schema_changes(log, v - 1, m), **params}
         rows.append((v, ts, txn.operation.name, txn.read_version, params, metrics, writer, txn.uuid))
     return rows
+
+
+def _schema_changes(log: TableLog, previous: int, manifest) -> dict[str, str]:
+    """Columns a schema change added, dropped or renamed (by field id), compared
+    with the version before -- also for versions other writers made."""
+    try:
+        before = Schema.from_proto(log.read_manifest(previous).manifest.fields)
+    except Exception:
+        return {}
+    after = Schema.from_proto(manifest.fields)
+    old, new = {f.id: f.name for f in before.fields}, {f.id: f.name for f in after.fields}
+    out = {}
+    added = [n for i, n in new.items() if i not in old]
+    dropped = [n for i, n in old.items() if i not in new]
+    renamed = [f"{old[i]} -> {n}" for i, n in new.items() if i in old and old[i] != n]
+    for key, names in (("addedColumns", added), ("droppedColumns", dropped), ("renamedColumns", renamed)):
+        if names:
+            out[key] = ", ".join(names)
+    return out
 
 
 def _describe(txn: Transaction) -> tuple[dict, dict]:

@@ -32,6 +32,7 @@ def test_history_of_pylance_written_versions(spark, tmp_path):
     }
     assert {v: rv for v, (_, rv, _) in h.items()} == {1: 0, 2: 1, 3: 2, 4: 3, 5: 4, 6: 4, 7: 6, 8: 7, 9: 8}
     assert h[2][2]["predicate"] == "id = 1"
+    assert h[3][2] == {"addedColumns": "y"} and h[4][2] == {"droppedColumns": "y"}
     assert h[5][2] == {"numFragments": "1"}
     assert h[6][2] == {"numGroups": "1", "oldFragments": "0,1,2,3"}
     assert h[7][2]["indices"] == "id_idx"
@@ -49,8 +50,13 @@ def test_history_of_our_versions(spark, tmp_path):
     src = spark.createDataFrame([(5, 0), (50, 0)], "id long, x long")
     t.merge(src, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
     t.restoreToVersion(2)
+    t.addColumns({"z": "x + 1"})
+    t.renameColumn("z", "zz")
 
     h = entries(spark, p)
+    assert h[7][0] == "Merge" and h[7][2]["addedColumns"] == "z" and h[7][2]["columns"] == "z"
+    assert h[8][0] == "Project" and h[8][2]["renamedColumns"] == "z -> zz"
+    h = {v: e for v, e in h.items() if v <= 6}
     assert {v: (op, rv) for v, (op, rv, _) in h.items()} == {
         1: ("Overwrite", 0), 2: ("Append", 1), 3: ("Delete", 2), 4: ("Update", 3), 5: ("Update", 4), 6: ("Restore", 5),
     }
@@ -58,5 +64,5 @@ def test_history_of_our_versions(spark, tmp_path):
     assert h[4][2]["predicate"] == "id < 2" and h[4][2]["set"] == "x = x + 1"
     assert h[5][2]["condition"] == "t.id = s.id"
     assert h[6][2] == {"version": "2"}
-    metrics = LanceTable(spark, p).history(limit=1).collect()[0].operationMetrics
+    metrics = LanceTable(spark, p, version=6).history(limit=1).collect()[0].operationMetrics
     assert metrics["numRowsAfterRestore"] == "11" and metrics["numOfFilesAfterRestore"]
