@@ -183,31 +183,34 @@ class _UdfColumns:
         data_cols = [c for c in self.read_columns if snap.schema.has(c)]
         meta = [ROW_ADDR] + [c for c in self.read_columns if c in METADATA_COLUMNS and c != ROW_ADDR]
         frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False).select(ROW_ADDR, *self.read_columns)
-        fn, names = self.fn, [f.name for f in ctx.fields]
-        target = spark_arrow_schema(self.spark_schema)
-        computed = T.StructType([T.StructField(ROW_ADDR, T.LongType(), False), *self.spark_schema.fields])
-        out_arrow = spark_arrow_schema(computed)
+        # The function runs in the task that writes the column file: the read
+        # columns cross from the JVM to Python once.
+        ctx.transform = _checked_udf(self.fn, spark_arrow_schema(self.spark_schema))
+        return _collect(frame.mapInArrow(aligned_column_files(ctx), RESULT_SCHEMA))
 
-        def apply_udf(batches):
-            for b in batches:
-                inputs = pa.RecordBatch.from_arrays(b.columns[1:], schema=pa.schema(list(b.schema)[1:]))
-                result = fn(inputs)
-                if isinstance(result, pa.Table):
-                    result = result.combine_chunks().to_batches()[0] if result.num_rows else pa.RecordBatch.from_pylist([], schema=target)
-                if not isinstance(result, pa.RecordBatch):
-                    raise SchemaMismatchError(f"the addColumns function must return a pyarrow RecordBatch, got {type(result).__name__}")
-                if result.num_rows != b.num_rows:
-                    raise SchemaMismatchError(f"the addColumns function returned {result.num_rows} rows for {b.num_rows}")
-                missing = [n for n in names if n not in result.schema.names]
-                if missing:
-                    raise SchemaMismatchError(f"the addColumns function did not return column(s) {missing}")
-                cols = [b.column(0)]
-                for f in target:
-                    col = result.column(f.name)
-                    cols.append(col if col.type == f.type else col.cast(f.type))
-                yield pa.RecordBatch.from_arrays(cols, schema=out_arrow)
 
-        return _collect(frame.mapInArrow(apply_udf, computed).mapInArrow(aligned_column_files(ctx), RESULT_SCHEMA))
+def _checked_udf(fn: Callable, target: pa.Schema) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
+    """``fn`` with its output checked (a RecordBatch of as many rows, with the
+    declared columns) and cast to the declared types."""
+
+    def apply(inputs: pa.RecordBatch) -> pa.RecordBatch:
+        result = fn(inputs)
+        if isinstance(result, pa.Table):
+            result = result.combine_chunks().to_batches()[0] if result.num_rows else pa.RecordBatch.from_pylist([], schema=target)
+        if not isinstance(result, pa.RecordBatch):
+            raise SchemaMismatchError(f"the addColumns function must return a pyarrow RecordBatch, got {type(result).__name__}")
+        if result.num_rows != inputs.num_rows:
+            raise SchemaMismatchError(f"the addColumns function returned {result.num_rows} rows for {inputs.num_rows}")
+        missing = [f.name for f in target if f.name not in result.schema.names]
+        if missing:
+            raise SchemaMismatchError(f"the addColumns function did not return column(s) {missing}")
+        cols = []
+        for f in target:
+            col = result.column(f.name)
+            cols.append(col if col.type == f.type else col.cast(f.type))
+        return pa.RecordBatch.from_arrays(cols, schema=target)
+
+    return apply
 
 
 class _JoinedColumns:

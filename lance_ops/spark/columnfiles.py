@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import pickle
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -58,6 +59,10 @@ class ColumnFileContext:
     has_changed_flag: bool = False
     #: A key that matches a table row twice (addColumns(df, on=...)) is an error.
     unique_rows: bool = False
+    #: Computes the new columns from the input batch (minus ``_rowaddr``) in the
+    #: writing task itself (addColumns with an Arrow function); None when the
+    #: input already holds them (computed by Spark).
+    transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None
 
     @property
     def names(self) -> list[str]:
@@ -173,10 +178,13 @@ def _chunk(a):
     return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
 
 
-def _split(batch: pa.RecordBatch, names: list[str], has_changed: bool):
+def _split(batch: pa.RecordBatch, ctx: ColumnFileContext):
+    names, has_changed = ctx.names, ctx.has_changed_flag
     addr = batch.column(ROW_ADDR).to_numpy().astype(np.uint64)
     frags = (addr >> np.uint64(32)).astype(np.int64)
     offsets = addr & OFFSET_MASK
+    if ctx.transform is not None:
+        batch = ctx.transform(batch.drop_columns([ROW_ADDR]))
     values = pa.RecordBatch.from_arrays([batch.column(n) for n in names], names=names)
     changed = batch.column(CHANGED).to_numpy(zero_copy_only=False).astype(bool) if has_changed else None
     return frags, offsets, values, changed
@@ -200,7 +208,7 @@ def aligned_column_files(ctx: ColumnFileContext):
             for b in batches:
                 if not b.num_rows:
                     continue
-                frags, offsets, values, changed = _split(b, ctx.names, ctx.has_changed_flag)
+                frags, offsets, values, changed = _split(b, ctx)
                 bounds = np.flatnonzero(np.diff(frags)) + 1
                 for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(frags)]))):
                     fid = int(frags[lo])
@@ -231,7 +239,7 @@ def grouped_column_files(ctx: ColumnFileContext):
         writer = FragmentColumnWriter(ctx, fid)
         try:
             if batch is not None:
-                _, offsets, values, changed = _split(batch, ctx.names, ctx.has_changed_flag)
+                _, offsets, values, changed = _split(batch, ctx)
                 order = np.argsort(offsets, kind="stable")
                 writer.add(
                     offsets[order], values.take(pa.array(order)), None if changed is None else changed[order]
