@@ -417,51 +417,34 @@ class FragmentDataReader:
         columns under their table names and types."""
         end = self.physical_rows if end is None else min(end, self.physical_rows)
         if end <= start:
-            return
-        batch_rows = batch_rows or self.batch_rows()
-        names = [t.name for t in self.targets]
-        schema = pa.schema([t.to_arrow() for t in self.targets])
-        if not self._files:
-            pos = start
-            while pos < end:
-                n = min(batch_rows, end - pos)
-                yield pa.RecordBatch.from_arrays([_execute(p, [], n) for p in self._plans], schema=schema) if names else _empty_batch(n)
-                pos += n
-            return
-        lf = _lance_file()
-        iters = []
-        for uri, cols in self._files:
-            try:
-                reader = lf.LanceFileReader(uri, storage_options=self.store.codec_options or None, columns=cols)
-                iters.append(reader.read_range(start, end - start, batch_size=batch_rows).to_batches())
-            except Exception as e:
-                raise CorruptTableError(f"cannot read data file: {e}", uri) from e
-        for batches in _aligned(iters):
-            n = batches[0].num_rows
-            arrays = [_execute(p, batches, n) for p in self._plans]
-            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
-
+            return iter(())
+        return self._stream(lambda reader, b: reader.read_range(start, end - start, batch_size=b), end - start, batch_rows)
 
     def take(self, offsets, batch_rows: int | None = None) -> Iterator[pa.RecordBatch]:
         """Batches of the rows at ``offsets`` (sorted physical offsets), in order."""
-        import numpy as np
+        offsets = [int(x) for x in offsets]
+        if not offsets:
+            return iter(())
+        return self._stream(lambda reader, b: reader.take_rows(offsets, batch_size=b), len(offsets), batch_rows)
 
-        offsets = np.asarray(offsets, dtype=np.uint64)
-        if len(offsets) == 0:
-            return
+    def _stream(self, rows_of, total: int, batch_rows: int | None) -> Iterator[pa.RecordBatch]:
+        """``rows_of(reader, batch_rows)`` over every needed file, row-aligned,
+        conformed to the table's columns (all-null columns when no file holds
+        any requested column)."""
         batch_rows = batch_rows or self.batch_rows()
         schema = pa.schema([t.to_arrow() for t in self.targets])
         if not self._files:
-            for s in range(0, len(offsets), batch_rows):
-                n = min(batch_rows, len(offsets) - s)
-                yield pa.RecordBatch.from_arrays([_execute(p, [], n) for p in self._plans], schema=schema) if self.targets else _empty_batch(n)
+            for s in range(0, total, batch_rows):
+                n = min(batch_rows, total - s)
+                arrays = [_execute(p, [], n) for p in self._plans]
+                yield pa.RecordBatch.from_arrays(arrays, schema=schema) if self.targets else _empty_batch(n)
             return
         lf = _lance_file()
         iters = []
         for uri, cols in self._files:
             try:
                 reader = lf.LanceFileReader(uri, storage_options=self.store.codec_options or None, columns=cols)
-                iters.append(reader.take_rows(offsets.tolist(), batch_size=batch_rows).to_batches())
+                iters.append(rows_of(reader, batch_rows).to_batches())
             except Exception as e:
                 raise CorruptTableError(f"cannot read data file: {e}", uri) from e
         for batches in _aligned(iters):
