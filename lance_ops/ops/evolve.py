@@ -49,7 +49,6 @@ from ..spark.frames import (
     describe,
     referenced_columns,
     scan_frame,
-    table_spark_schema,
     total_cores,
 )
 from ..spark.rowchanges import RESULT_SCHEMA
@@ -58,6 +57,7 @@ from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_COLUMNS, Merge, Update
 from .columns import schema_with_new_fields
 from .dml import Prepared, analysis_frame, run_dml
+from .update import assignment_columns, check_assignments
 
 FRAGMENT_KEY = "_fragment"
 
@@ -254,21 +254,13 @@ def _collect(df: DataFrame) -> dict:
 
 # ------------------------------------------------------------ rewriteColumns
 def rewrite_columns(spark, store, snapshot: Snapshot, exprs: dict, condition, conflict_retries: int) -> CommitInfo:
-    if not isinstance(exprs, dict) or not exprs:
-        raise InvalidArgumentError("rewriteColumns needs a non-empty dict of column -> new value")
-    for c in exprs:
-        if c in METADATA_COLUMNS:
-            raise SchemaMismatchError(f"{c} is a metadata column and cannot be rewritten")
-        if not snapshot.schema.has(c):
-            raise SchemaMismatchError(f"cannot rewrite unknown column {c!r}; columns: {snapshot.schema.names}")
-    frame = analysis_frame(spark, snapshot)
+    check_assignments(snapshot, exprs)
+    frame = analysis_frame(spark, snapshot)  # bad SQL fails here, before any work
     check_condition(frame, condition)
-    types = {f.name: f.dataType for f in table_spark_schema(snapshot).fields}
-    frame.select(*[as_column(v).cast(types[c]).alias(c) for c, v in exprs.items()])
+    frame.select(*assignment_columns(snapshot, exprs))
     params = {"columns": ", ".join(f"{c} = {describe(v)}" for c, v in exprs.items()), "predicate": describe(condition)}
 
     def prepare(snap: Snapshot) -> Prepared:
-        types = {f.name: f.dataType for f in table_spark_schema(snap).fields}
         fields = [snap.schema.field(c) for c in exprs]
         ctx = ColumnFileContext(
             store=snap.store, schema=snap.schema, fields=fields, file_version=snap.data_format_version,
@@ -280,12 +272,9 @@ def rewrite_columns(spark, store, snapshot: Snapshot, exprs: dict, condition, co
         data_cols = [c for c in snap.schema.names if c in refs or c in exprs]
         meta = [ROW_ADDR] + [c for c in refs if c in METADATA_COLUMNS and c != ROW_ADDR]
         scan = scan_frame(spark, snap, data_cols, meta, split_fragments=False)
-        values = []
-        for c, v in exprs.items():
-            new = as_column(v).cast(types[c])
-            if condition is not None:
-                new = F.when(as_column(condition), new).otherwise(F.col(f"`{c}`"))
-            values.append(new.alias(c))
+        values = assignment_columns(snap, exprs)
+        if condition is not None:
+            values = [F.when(as_column(condition), v).otherwise(F.col(f"`{c}`")).alias(c) for c, v in zip(exprs, values)]
         extra = [F.coalesce(as_column(condition), F.lit(False)).alias(CHANGED)] if condition is not None else []
         results = _collect(scan.select(ROW_ADDR, *values, *extra).mapInArrow(aligned_column_files(ctx), RESULT_SCHEMA))
         op = _rewrite_op(snap, fields, results)

@@ -28,8 +28,9 @@ from .dml import Prepared, analysis_frame, change_context, run_aligned_changes, 
 
 
 def check_assignments(snapshot: Snapshot, assignments: dict) -> None:
+    """Assignments name existing, non-metadata columns (update, rewriteColumns)."""
     if not isinstance(assignments, dict) or not assignments:
-        raise InvalidArgumentError("update needs a non-empty dict of column -> new value")
+        raise InvalidArgumentError("needs a non-empty dict of column -> new value")
     names = snapshot.schema.names
     for c in assignments:
         if c in METADATA_COLUMNS:
@@ -39,6 +40,7 @@ def check_assignments(snapshot: Snapshot, assignments: dict) -> None:
 
 
 def assignment_columns(snapshot: Snapshot, assignments: dict) -> list:
+    """New values as Columns cast to their column's type (Spark's rules and errors)."""
     types = {f.name: f.dataType for f in table_spark_schema(snapshot).fields}
     return [as_column(v).cast(types[c]).alias(c) for c, v in assignments.items()]
 
