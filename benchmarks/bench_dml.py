@@ -28,11 +28,7 @@ MERGE_ROWS = 100_000
 def run(ctx: Context) -> Section:
     ds = data.shared_dataset(ctx.spark, ctx.data_dir, ctx.rows)
     section = Section(TITLE, _description(ds, ctx))
-    bases = {
-        "lance_ops": data.lance_ops_table(ctx.spark, ds),
-        "pylance": data.pylance_table(ds),
-        "delta-rs": data.delta_table(ds),
-    }
+    bases = data.engine_tables(ctx.spark, ds)
     paths = {k: ctx.scratch(f"dml-{k}") for k in bases}
     source = _merge_source(ctx, ds)
 

@@ -29,11 +29,7 @@ def _double_f0(batch: pa.RecordBatch) -> pa.RecordBatch:
 def run(ctx: Context) -> Section:
     ds = data.shared_dataset(ctx.spark, ctx.data_dir, ctx.rows)
     section = Section(TITLE, _description(ds, ctx))
-    bases = {
-        "lance_ops": data.lance_ops_table(ctx.spark, ds),
-        "pylance": data.pylance_table(ds),
-        "delta-rs": data.delta_table(ds),
-    }
+    bases = data.engine_tables(ctx.spark, ds)
     paths = {k: ctx.scratch(f"evo-{k}") for k in bases}
     spark = ctx.spark
 

@@ -119,6 +119,12 @@ def _write_delta(ds: Dataset, path: str) -> None:
     write_deltalake(path, ds.arrow().to_table())
 
 
+def engine_tables(spark, ds: Dataset) -> dict[str, str]:
+    """The cached copies of the dataset each engine starts from: lance_ops' and
+    pylance's own Lance tables, and delta-rs' Delta table."""
+    return {"lance_ops": lance_ops_table(spark, ds), "pylance": pylance_table(ds), "delta-rs": delta_table(ds)}
+
+
 def small_fragments_table(spark, ds: Dataset, rows_per_fragment: int, writer: str) -> str:
     """Path of a cached table of the dataset in fragments of ``rows_per_fragment``
     rows, written by ``writer`` ("lance_ops" or "pylance"). Write only to a copy."""

@@ -2,7 +2,7 @@
 print the history. Usage: python jobs/demo.py [TABLE_DIR]  (default ./demo-data)
 
 Runs on a local Spark (local[2]); the table it writes is a regular Lance table
-that pylance (``lance.dataset(path)``) reads as well.
+that pylance and LanceDB read as well.
 """
 from __future__ import annotations
 
