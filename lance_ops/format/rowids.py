@@ -155,6 +155,29 @@ def range_segment(start: int, end: int) -> rowids_pb2.U64Segment:
     return seg
 
 
+# ----------------------------------------------------- stored sequences
+ROW_IDS = ("inline_row_ids", "external_row_ids")
+CREATED = ("inline_created_at_versions", "external_created_at_versions")
+UPDATED = ("inline_last_updated_at_versions", "external_last_updated_at_versions")
+
+
+def sequence_bytes(store, fragment, which: tuple[str, str]) -> bytes | None:
+    """A fragment's serialized row id / version sequence (``which``: ROW_IDS,
+    CREATED or UPDATED), stored inline or in an external file (a byte range of a
+    file under the table root); None when it has none. lance_ops always writes
+    them inline, as pylance 14 does, but reads both forms."""
+    inline, external = which
+    if fragment.HasField(inline):
+        return getattr(fragment, inline)
+    if fragment.HasField(external):
+        ref = getattr(fragment, external)
+        try:
+            return store.read_range(ref.path, ref.offset, ref.size)
+        except FileNotFoundError as e:
+            raise CorruptTableError(f"external sequence file of fragment {fragment.id} is missing", ref.path) from e
+    return None
+
+
 # -------------------------------------------------------------- row ids
 def decode_row_ids(data: bytes) -> np.ndarray:
     """All row ids of a fragment (physical order) from ``inline_row_ids``."""

@@ -24,7 +24,7 @@ import pyarrow as pa
 from .datafile import FragmentDataReader
 from .deletion import read_deletion_vector
 from .proto import table_pb2
-from .rowids import decode_row_ids, decode_versions
+from .rowids import CREATED, ROW_IDS, UPDATED, decode_row_ids, decode_versions, sequence_bytes
 from .schema import Schema
 
 ROW_ID = "_rowid"
@@ -78,20 +78,15 @@ def scan_fragment(store, schema: Schema, scan: FragmentScan) -> Iterator[pa.Reco
     meta = list(scan.metadata)
     row_ids = created = updated = None
     if ROW_ID in meta and scan.stable_row_ids:
-        row_ids = decode_row_ids(frag.inline_row_ids)
+        row_ids = decode_row_ids(sequence_bytes(store, frag, ROW_IDS) or b"")
         if len(row_ids) != n_phys:
             from ..errors import CorruptTableError
 
             raise CorruptTableError(f"fragment {frag.id} has {len(row_ids)} row ids for {n_phys} rows")
     if ROW_CREATED in meta:
-        created = decode_versions(
-            frag.inline_created_at_versions if frag.HasField("inline_created_at_versions") else None, n_phys
-        )
+        created = decode_versions(sequence_bytes(store, frag, CREATED), n_phys)
     if ROW_UPDATED in meta:
-        updated = decode_versions(
-            frag.inline_last_updated_at_versions if frag.HasField("inline_last_updated_at_versions") else None,
-            n_phys,
-        )
+        updated = decode_versions(sequence_bytes(store, frag, UPDATED), n_phys)
     base_addr = np.uint64(frag.id) << np.uint64(32)
     if scan.offsets is not None:
         offsets = np.asarray(scan.offsets, dtype=np.uint64)

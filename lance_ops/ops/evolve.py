@@ -309,13 +309,10 @@ def _rewrite_op(snap: Snapshot, fields: list[Field], results: dict) -> Update:
                 old.fields.extend(patched)
         new.files.append(df)
         if snap.stable_row_ids:
-            seq = rowids.decode_versions(
-                frag.inline_last_updated_at_versions if frag.HasField("inline_last_updated_at_versions") else None,
-                frag.physical_rows,
-            )
+            seq = rowids.decode_versions(rowids.sequence_bytes(snap.store, frag, rowids.UPDATED), frag.physical_rows)
             if len(changed):
                 seq[np.frombuffer(changed.to_array(), dtype=np.uint32).astype(np.int64)] = version
-            new.inline_last_updated_at_versions = rowids.encode_versions(seq)
+            new.inline_last_updated_at_versions = rowids.encode_versions(seq)  # (replaces an external one)
         updated.append(new)
         offsets[frag.id] = changed.serialize()
     return Update(

@@ -10,7 +10,9 @@ Reading::
         .option("storage.<key>", value)       # storage_options
 
 One input partition per group of small fragments (or per row range of a large
-fragment), about ``rowsPerPartition`` live rows each; Arrow batches all the way.
+fragment), about ``rowsPerPartition`` live rows each (few large tasks: each
+Python task has a fixed cost); ``rowsPerPartition=0`` gives one partition per
+fragment. Arrow batches all the way.
 Spark 4.3's Python data sources have no column pruning: Spark asks for the full
 schema, so use ``columns`` (or ``.schema(...)`` with a subset of columns) to
 read fewer columns. Filters are pushed down when
@@ -149,8 +151,11 @@ class ScanPartition(InputPartition):
 def plan_partitions(fragments, rows_per_partition: int, split: bool = True) -> list[ScanPartition]:
     """Group small fragments, split large ones (if ``split``), ~rows_per_partition
     live rows each. Fragments keep their order; with ``split=False`` every
-    fragment is read by exactly one partition."""
-    target = max(1, rows_per_partition)
+    fragment is read by exactly one partition. ``rows_per_partition <= 0``:
+    one partition per fragment."""
+    if rows_per_partition <= 0:
+        return [ScanPartition([(f.SerializeToString(), 0, f.physical_rows)]) for f in fragments if live_rows(f) > 0]
+    target = rows_per_partition
     out: list[ScanPartition] = []
     current: list[tuple[bytes, int, int]] = []
     current_rows = 0

@@ -112,3 +112,51 @@ def test_filter_pushdown_matches_spark(spark, tmp_path):
         got = sorted(r.id for r in df.where(cond).select("id").collect())
         expected = sorted(lance.dataset(p).to_table(filter=cond.replace("like 'n1%'", "like 'n1%'"), columns=["id"])["id"].to_pylist())
         assert got == expected, cond
+
+
+def test_partitioning(spark, tmp_path):
+    p = str(tmp_path / "t.lance")
+    lance.write_dataset(base_table(1000), p, max_rows_per_file=100)
+    reader = spark.read.format("lance")
+    assert reader.option("rowsPerPartition", 0).load(p).rdd.getNumPartitions() == 10  # one per fragment
+    assert reader.option("rowsPerPartition", 300).load(p).rdd.getNumPartitions() == 4  # small ones grouped
+    lance.write_dataset(base_table(1000, start=1000), p, mode="append", max_rows_per_file=1000)
+    split = spark.read.format("lance").option("rowsPerPartition", 250).load(p)
+    assert split.rdd.getNumPartitions() == 4 + 4  # 10 small ones in 4 groups; the large one in 4 row ranges
+    assert split.count() == 2000 and split.select("id").distinct().count() == 2000
+
+
+def test_time_duration_null_and_nanosecond_types(spark, tmp_path):
+    """Types Spark holds only approximately or recently: time (Spark 4's TIME),
+    durations (day-time intervals), null, nanosecond timestamps (truncated to
+    microseconds, Spark's resolution), decimal256 within precision 38."""
+    import datetime as dt
+    import decimal
+
+    p = str(tmp_path / "t.lance")
+    t = pa.table({
+        "t64": pa.array([1_000_000, None], pa.time64("us")),
+        "t32": pa.array([1000, 2], pa.time32("ms")),
+        "dur": pa.array([5, None], pa.duration("us")),
+        "nul": pa.nulls(2),
+        "tsn": pa.array([1_500, 2_000_999], pa.timestamp("ns", "UTC")),
+        "d256": pa.array([decimal.Decimal("1.25"), None], pa.decimal256(20, 2)),
+    })
+    lance.write_dataset(t, p)
+    df = LanceTable(spark, p).toDF()
+    assert [f.dataType.simpleString() for f in df.schema.fields] == [
+        "time(6)", "time(6)", "interval day to second", "void", "timestamp", "decimal(20,2)",
+    ]
+    rows = df.collect()
+    assert rows[0]["t64"] == dt.time(0, 0, 1) and rows[1]["t32"] == dt.time(0, 0, 0, 2000)
+    assert rows[0]["dur"] == dt.timedelta(microseconds=5) and rows[1]["dur"] is None
+    assert rows[0]["nul"] is None and rows[0]["d256"] == decimal.Decimal("1.25")
+    assert rows[1]["tsn"] == dt.datetime(1970, 1, 1, 0, 0, 0, 2000)  # 2_000_999 ns -> 2000 us
+
+
+def test_file_uri(spark, tmp_path):
+    uri = "file://" + str(tmp_path / "t.lance")
+    t = LanceTable.create(spark, uri, spark.range(10).selectExpr("id"))
+    t.append(spark.range(10, 15).selectExpr("id"))
+    assert LanceTable.isLanceTable(spark, uri) and LanceTable(spark, uri).toDF().count() == 15
+    assert lance.dataset(str(tmp_path / "t.lance")).count_rows() == 15
