@@ -17,6 +17,8 @@ from . import errors
 from .errors import (
     CommitConflictError,
     CorruptTableError,
+    DuplicateMatchError,
+    InvalidArgumentError,
     LanceOpsError,
     ReadOnlyVersionError,
     SchemaMismatchError,
@@ -67,4 +69,5 @@ __all__ = [
     "LanceTable", "CommitInfo", "register", "local_session", "errors", "__version__",
     "LanceOpsError", "TableNotFoundError", "TableExistsError", "SchemaMismatchError",
     "UnsupportedFeatureError", "CorruptTableError", "CommitConflictError", "ReadOnlyVersionError",
+    "DuplicateMatchError", "InvalidArgumentError",
 ]
