@@ -38,7 +38,7 @@ def delete(spark, store, snapshot: Snapshot, condition, conflict_retries: int) -
         frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False)
         requests = frame.where(as_column(condition)).select(ROW_ADDR, F.lit(DELETE).alias(ACTION))
         ctx = change_context(spark, snap, assigned=[])
-        changes = run_aligned_changes(requests, ctx)
+        changes = run_aligned_changes(spark, requests, ctx)
         updated = changes.updated_fragments(snap)
         op = Delete(updated, sorted(changes.removed), predicate, affected_rows=changes.affected)
         metrics = {

@@ -7,16 +7,18 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from ..format.features import check_writable
 from ..format.scan import METADATA_COLUMNS
 from ..results import CommitInfo
 from ..spark.errors import executor_errors
-from ..spark.frames import empty_frame, table_spark_schema, total_cores
+from ..spark.frames import empty_frame, keeps_scan_partitions, table_spark_schema, total_cores
 from ..spark.progress import spark_job
 from ..spark.rowchanges import (
     FRAGMENT_KEY,
     RESULT_SCHEMA,
+    ROW_ADDR,
     ChangeContext,
     ChangeSet,
     aligned_changes,
@@ -50,10 +52,14 @@ def change_context(spark, snapshot: Snapshot, assigned: list[str], **kw) -> Chan
     )
 
 
-def run_aligned_changes(requests: DataFrame, ctx: ChangeContext) -> ChangeSet:
+def run_aligned_changes(spark, requests: DataFrame, ctx: ChangeContext) -> ChangeSet:
     """One stage, no shuffle: ``requests`` come straight from a scan with
-    ``split_fragments=False`` (filters and projections only), so each task sees
-    whole fragments and changes them itself. Returns metadata only."""
+    ``split_fragments=False``, so each task sees whole fragments and changes
+    them itself. When the plan shuffles or sorts on the way (a condition with a
+    subquery can plan a shuffle join), fragments are regrouped instead.
+    Returns metadata only."""
+    if not keeps_scan_partitions(requests):
+        return run_grouped_changes(spark, requests, ctx, None)
     with executor_errors():
         rows = requests.mapInArrow(aligned_changes(ctx), RESULT_SCHEMA).collect()
     return ChangeSet.from_rows([(r[0], bytes(r[1])) for r in rows])
@@ -65,6 +71,7 @@ def run_grouped_changes(spark, requests: DataFrame, ctx: ChangeContext, key) -> 
     slots -- an explicit repartition, so adaptive execution does not collapse
     the small shuffle into one task -- then change and write."""
     tasks = max(1, total_cores(spark) * 2)
+    key = F.shiftright(F.col(ROW_ADDR), 32) if key is None else key
     keyed = requests.withColumn(FRAGMENT_KEY, key).repartition(tasks, FRAGMENT_KEY)
     grouped = keyed.groupBy(FRAGMENT_KEY).applyInArrow(fragment_changes(ctx), changed_rows_schema(ctx.table_spark))
     with executor_errors():

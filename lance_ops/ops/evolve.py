@@ -47,6 +47,7 @@ from ..spark.frames import (
     as_column,
     check_condition,
     describe,
+    keeps_scan_partitions,
     referenced_columns,
     scan_frame,
     total_cores,
@@ -146,7 +147,7 @@ class _ExpressionColumns:
         meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
         frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False)
         out = frame.select(ROW_ADDR, *[as_column(v).alias(k) for k, v in self.exprs.items()])
-        return _collect(out.mapInArrow(aligned_column_files(ctx), RESULT_SCHEMA))
+        return _column_files(spark, out, ctx)
 
 
 class _UdfColumns:
@@ -186,7 +187,7 @@ class _UdfColumns:
         # The function runs in the task that writes the column file: the read
         # columns cross from the JVM to Python once.
         ctx.transform = _checked_udf(self.fn, spark_arrow_schema(self.spark_schema))
-        return _collect(frame.mapInArrow(aligned_column_files(ctx), RESULT_SCHEMA))
+        return _column_files(spark, frame, ctx)
 
 
 def _checked_udf(fn: Callable, target: pa.Schema) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
@@ -241,9 +242,21 @@ class _JoinedColumns:
         values = self.df.select(F.col(key).alias("__lance_key"), *[F.col(f"`{f.name}`") for f in ctx.fields])
         joined = target.join(values, target[key] == values["__lance_key"], "left_outer")
         out = joined.select(ROW_ADDR, *[f.name for f in ctx.fields])
-        tasks = max(1, total_cores(spark) * 2)
-        keyed = out.withColumn(FRAGMENT_KEY, F.shiftright(F.col(ROW_ADDR), 32)).repartition(tasks, FRAGMENT_KEY)
-        return _collect(keyed.groupBy(FRAGMENT_KEY).applyInArrow(grouped_column_files(ctx), RESULT_SCHEMA))
+        return _grouped_column_files(spark, out, ctx)
+
+
+def _column_files(spark, rows: DataFrame, ctx: ColumnFileContext) -> dict:
+    """Column files from (``_rowaddr``, values...) rows: in the scan's own tasks
+    when the plan keeps scan partitions (one stage), else regrouped by fragment."""
+    if keeps_scan_partitions(rows):
+        return _collect(rows.mapInArrow(aligned_column_files(ctx), RESULT_SCHEMA))
+    return _grouped_column_files(spark, rows, ctx)
+
+
+def _grouped_column_files(spark, rows: DataFrame, ctx: ColumnFileContext) -> dict:
+    tasks = max(1, total_cores(spark) * 2)
+    keyed = rows.withColumn(FRAGMENT_KEY, F.shiftright(F.col(ROW_ADDR), 32)).repartition(tasks, FRAGMENT_KEY)
+    return _collect(keyed.groupBy(FRAGMENT_KEY).applyInArrow(grouped_column_files(ctx), RESULT_SCHEMA))
 
 
 def _collect(df: DataFrame) -> dict:
@@ -276,7 +289,7 @@ def rewrite_columns(spark, store, snapshot: Snapshot, exprs: dict, condition, co
         if condition is not None:
             values = [F.when(as_column(condition), v).otherwise(F.col(f"`{c}`")).alias(c) for c, v in zip(exprs, values)]
         extra = [F.coalesce(as_column(condition), F.lit(False)).alias(CHANGED)] if condition is not None else []
-        results = _collect(scan.select(ROW_ADDR, *values, *extra).mapInArrow(aligned_column_files(ctx), RESULT_SCHEMA))
+        results = _column_files(spark, scan.select(ROW_ADDR, *values, *extra), ctx)
         op = _rewrite_op(snap, fields, results)
         files = [df for df, _ in results.values() if df is not None]
         metrics = {

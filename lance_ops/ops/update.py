@@ -63,7 +63,7 @@ def update(spark, store, snapshot: Snapshot, condition, assignments: dict, confl
             frame = frame.where(as_column(condition))
         requests = frame.select(ROW_ADDR, F.lit(UPDATE).alias(ACTION), *assignment_columns(snap, assignments))
         ctx = change_context(spark, snap, assigned=list(assignments))
-        changes = run_aligned_changes(requests, ctx)
+        changes = run_aligned_changes(spark, requests, ctx)
         modified = [snap.schema.field(c).id for c in assignments]
         op = Update(
             removed_fragment_ids=sorted(changes.removed),

@@ -259,6 +259,8 @@ def parse_results(rows) -> dict[int, tuple[table_pb2.DataFile | None, BitMap]]:
         if kind != COLUMN_FILE:
             continue
         m = pickle.loads(payload)
+        if m["fragment_id"] in out:
+            raise LanceOpsError(f"fragment {m['fragment_id']} got two column files; nothing was committed")
         df = table_pb2.DataFile.FromString(m["data_file"]) if m["data_file"] else None
         out[m["fragment_id"]] = (df, BitMap.deserialize(m["changed"]) if m["changed"] else BitMap())
     return out

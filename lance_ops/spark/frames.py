@@ -9,6 +9,7 @@ before any data is touched.
 """
 from __future__ import annotations
 
+import re
 from typing import Iterable
 
 from pyspark.sql import Column, DataFrame
@@ -100,6 +101,23 @@ def referenced_columns(frame: DataFrame, exprs: Iterable) -> list[str]:
     except Exception:
         return list(frame.columns)
     return [c for c in frame.columns if c in names]
+
+
+_SHUFFLE_OR_SORT = re.compile(r"\b(Exchange|Sort|SortMergeJoin|ShuffledHashJoin|CartesianProduct)\b")
+
+
+def keeps_scan_partitions(df: DataFrame) -> bool:
+    """True when ``df`` computes each output partition from one scan partition,
+    rows in scan order -- no shuffle or sort on the way (broadcast joins are
+    fine: the scan side streams through). Jobs that change a fragment in the
+    task that scanned it depend on this; otherwise they must shuffle by
+    fragment. Unknown (no JVM plan at hand): False."""
+    try:
+        # The executed plan: shuffles and sorts are added when preparing it.
+        plan = df._jdf.queryExecution().executedPlan().toString()
+    except Exception:
+        return False
+    return not _SHUFFLE_OR_SORT.search(plan)
 
 
 def check_condition(frame: DataFrame, condition) -> None:

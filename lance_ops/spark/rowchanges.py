@@ -367,6 +367,10 @@ class ChangeSet:
             if kind == MARKER:
                 m = pickle.loads(payload)
                 fid = m["fragment_id"]
+                if fid in out.affected:
+                    # Two tasks changed one fragment: each wrote a deletion vector
+                    # missing the other's rows. Never commit that.
+                    raise LanceOpsError(f"fragment {fid} was changed by two tasks; nothing was committed")
                 out.affected[fid] = BitMap.deserialize(m["affected"])
                 out.updated_rows += m["updated"]
                 out.deleted_rows += m["deleted"]

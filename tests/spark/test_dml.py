@@ -332,3 +332,24 @@ def test_dml_on_fragments_with_several_data_files(spark, pair):
     LanceTable(spark, ours).delete("extra > 2900")
     lance.dataset(ref).delete("extra > 2900")
     assert_same_as_pylance(ours, ref)
+
+
+def test_condition_with_a_shuffle_join_is_regrouped(spark, pair):
+    """A condition with a subquery can plan a shuffle join between the scan and
+    the per-fragment work; rows are then regrouped by fragment, nothing lost."""
+    ours, ref = pair
+    spark.range(0, 1000, 3).createOrReplaceTempView("victims")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        info = LanceTable(spark, ours).delete("id in (select id from victims)")
+        LanceTable(spark, ours).update("id in (select id + 1 from victims)", {"score": "-1.0"})
+        LanceTable(spark, ours).addColumns({"flag": "id in (select id + 2 from victims)"})
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+        spark.conf.unset("spark.sql.adaptive.enabled")
+    lance.dataset(ref).delete("id % 3 = 0")
+    lance.dataset(ref).update({"score": "-1.0"}, where="id % 3 = 1")
+    lance.dataset(ref).add_columns({"flag": "id % 3 = 2"})
+    assert_same_as_pylance(ours, ref)
+    assert info.metrics["numDeletedRows"] == 980 - lance.dataset(ref, version=3).count_rows()
