@@ -27,6 +27,7 @@ def run(ctx: Context) -> Section:
     section = Section(TITLE, _description(ds, ctx))
     table = data.lance_ops_table(ctx.spark, ds)
     section.note(f"scanned table: {_describe(table, dir_bytes(table))}")
+    _spark_floor(ctx, ds, section)
     _filtered_sum(ctx, ds, table, section)
     _full_scan(ctx, ds, table, section)
     _create(ctx, ds, section)
@@ -57,6 +58,42 @@ Every lance_ops timing is interleaved with its peer's in the same process; best 
 
 Ratios: *rate* = peer seconds / lance_ops seconds (lance_ops' throughput as a fraction of the peer's,
 goal ≥ {SCAN_GOAL}); *time* = lance_ops seconds / peer seconds (goal ≤ {WRITE_GOAL:g})."""
+
+
+def _spark_floor(ctx: Context, ds: data.Dataset, section: Section) -> None:
+    """What Spark itself costs here, whatever the source: a job that does
+    nothing, and handing rows from the JVM to a Python task (``mapInArrow``),
+    which every lance_ops write path pays (executors write Lance files in
+    Python) and pylance does not. No goal: context for the ratios below."""
+    from pyspark.sql import functions as F
+
+    spark = ctx.spark
+
+    def two_columns():
+        return spark.range(0, ds.rows, 1, 4).select("id", (F.col("id") * 2.0).alias("g"))
+
+    def consume(batches):
+        import pyarrow as pa
+
+        n = 0
+        for b in batches:
+            n += b.num_rows
+        yield pa.RecordBatch.from_pydict({"n": [n]})
+
+    t = ctx.interleave(
+        {
+            "empty": lambda: spark.sparkContext.parallelize(range(data.FILES), data.FILES).count(),
+            "noop": lambda: two_columns().write.format("noop").mode("overwrite").save(),
+            "python": lambda: two_columns().mapInArrow(consume, "n long").collect(),
+        },
+        warmup=True,
+    )
+    section.note(
+        f"Spark's own floor on this machine: an empty job of {data.FILES} tasks {t['empty'].best:.2f} s; "
+        f"{ds.rows:,} rows x 2 columns from `spark.range` to `noop` {t['noop'].best:.2f} s, and into Python "
+        f"tasks through `mapInArrow` {t['python'].best:.2f} s -- the JVM -> Python hand-off every lance_ops "
+        "write pays (executors write Lance files from Python) and pylance, running in-process in Rust, does not"
+    )
 
 
 def _sum_f0(df) -> float:
