@@ -39,6 +39,7 @@ from ..spark.columnfiles import (
     CHANGED,
     ColumnFileContext,
     aligned_column_files,
+    function_column_files,
     grouped_column_files,
     parse_results,
 )
@@ -47,13 +48,15 @@ from ..spark.frames import (
     as_column,
     check_condition,
     describe,
+    fragment_groups,
     keeps_scan_partitions,
     referenced_columns,
+    rows_per_partition,
     scan_frame,
     total_cores,
 )
 from ..spark.rowchanges import RESULT_SCHEMA
-from ..spark.types import spark_arrow_schema
+from ..spark.types import spark_arrow_schema, spark_schema
 from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_COLUMNS, Merge, Update
 from .columns import schema_with_new_fields
@@ -181,13 +184,18 @@ class _UdfColumns:
         return self.spark_schema.fields
 
     def run(self, spark, snap: Snapshot, ctx: ColumnFileContext):
+        # No Spark SQL to evaluate: each executor task reads its fragments' input
+        # columns straight from their files, calls the function and writes the
+        # column files (the rows never go through the JVM).
         data_cols = [c for c in self.read_columns if snap.schema.has(c)]
         meta = [ROW_ADDR] + [c for c in self.read_columns if c in METADATA_COLUMNS and c != ROW_ADDR]
-        frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False).select(ROW_ADDR, *self.read_columns)
-        # The function runs in the task that writes the column file: the read
-        # columns cross from the JVM to Python once.
+        arrow_in = spark_arrow_schema(spark_schema(snap.schema, data_cols, meta))
         ctx.transform = _checked_udf(self.fn, spark_arrow_schema(self.spark_schema))
-        return _column_files(spark, frame, ctx)
+        task = function_column_files(ctx, self.read_columns, data_cols, meta, arrow_in, snap.stable_row_ids)
+        groups = fragment_groups(snap.fragments, rows_per_partition(spark, snap.num_rows()))
+        with executor_errors():
+            rows = spark.sparkContext.parallelize(groups, max(1, len(groups))).flatMap(task).collect()
+        return parse_results(rows)
 
 
 def _checked_udf(fn: Callable, target: pa.Schema) -> Callable[[pa.RecordBatch], pa.RecordBatch]:

@@ -14,7 +14,11 @@ Two ways in, one writer (:class:`FragmentColumnWriter`):
   tasks read whole fragments in order (``split_fragments=False``): streams, one
   batch at a time, never holding a fragment in memory;
 * :func:`grouped_column_files` -- ``groupBy(fragment).applyInArrow`` after a join
-  (``addColumns(df, on=key)``): one fragment's rows at a time, sorted.
+  (``addColumns(df, on=key)``): one fragment's rows at a time, sorted;
+* :func:`function_column_files` -- a plain executor task over whole fragments
+  for ``addColumns(fn, readColumns=...)``: nothing there needs Spark SQL, so
+  the task reads the input columns from the fragment's files itself and calls
+  the function -- the rows never cross from Python to the JVM and back.
 
 Both emit (kind, payload) metadata rows, like :mod:`.rowchanges`.
 """
@@ -36,6 +40,7 @@ from ..format.scan import FragmentScan, scan_fragment
 from ..format.schema import Field, Schema
 from ..format.writer import conform_batch
 from ..storage.objectstore import ObjectStore
+from .types import to_spark_batch
 
 ROW_ADDR = "_rowaddr"
 #: Boolean column: the row's value changed (rewriteColumns with a condition).
@@ -248,6 +253,37 @@ def grouped_column_files(ctx: ColumnFileContext):
         except BaseException:
             writer.abort()
             raise
+
+    return run
+
+
+def function_column_files(ctx: ColumnFileContext, read_columns: list[str], columns: list[str],
+                          metadata: list[str], arrow_in: pa.Schema, stable_row_ids: bool):
+    """Executor task of ``addColumns(fn, ...)``: for each fragment given (its
+    serialized bytes), stream its live rows' ``columns`` + ``metadata``
+    (``arrow_in``: their Spark-typed Arrow schema, ``_rowaddr`` first), call
+    ``ctx.transform`` on the ``read_columns`` -- the same batches a Spark scan
+    would hand it -- and write the fragment's column file. Returns (kind,
+    payload) pairs like the other paths."""
+
+    def run(fragments: list[bytes]) -> list[tuple[str, bytes]]:
+        out = []
+        for raw in fragments:
+            frag = table_pb2.DataFragment.FromString(raw)
+            writer = FragmentColumnWriter(ctx, frag.id)
+            try:
+                scan = FragmentScan(frag, columns, metadata, stable_row_ids=stable_row_ids)
+                for batch in scan_fragment(ctx.store, ctx.schema, scan):
+                    if not batch.num_rows:
+                        continue
+                    batch = to_spark_batch(batch.select(arrow_in.names), arrow_in)
+                    offsets = batch.column(ROW_ADDR).to_numpy().astype(np.uint64) & OFFSET_MASK
+                    writer.add(offsets, ctx.transform(batch.select(read_columns)))
+                out.append((COLUMN_FILE, pickle.dumps(writer.finish())))
+            except BaseException:
+                writer.abort()
+                raise
+        return out
 
     return run
 

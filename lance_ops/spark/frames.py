@@ -56,6 +56,24 @@ def rows_per_partition(spark, live_rows: int) -> int:
     return int(min(max(per, 64 * 1024), 4 * DEFAULT_ROWS_PER_PARTITION))
 
 
+def fragment_groups(fragments, rows_per_group: int) -> list[list[bytes]]:
+    """Every fragment, serialized, in order, in groups of about
+    ``rows_per_group`` physical rows: the inputs of executor tasks that work on
+    whole fragments outside a scan."""
+    groups: list[list[bytes]] = []
+    current: list[bytes] = []
+    rows = 0
+    for frag in fragments:
+        current.append(frag.SerializeToString())
+        rows += frag.physical_rows
+        if rows >= rows_per_group:
+            groups.append(current)
+            current, rows = [], 0
+    if current:
+        groups.append(current)
+    return groups
+
+
 def as_column(e) -> Column:
     """A Spark SQL string or a Column as a Column."""
     if isinstance(e, Column):
