@@ -1,5 +1,6 @@
 """End-to-end demo: create a Lance table with Spark, append, read, time travel,
-print the history. Usage: python jobs/demo.py [TABLE_DIR]  (default ./demo-data)
+delete, update, merge, add a column, compact, read the change feed, print the
+history. Usage: python jobs/demo.py [TABLE_DIR]  (default ./demo-data)
 
 Runs on a local Spark (local[2]); the table it writes is a regular Lance table
 that pylance and LanceDB read as well.
@@ -42,6 +43,30 @@ def main(root: str) -> None:
 
     v1 = LanceTable(spark, path, version=1)
     print(f"time travel to version 1: {v1.toDF().count()} rows")
+
+    info = t.delete("score < 5")
+    print(f"delete score < 5: {info.metrics['numDeletedRows']} rows (version {info.version})")
+    info = t.update("user_id = 3", {"score": "score * 2"})
+    print(f"update user 3: {info.metrics['numUpdatedRows']} rows (version {info.version})")
+
+    updates = spark.range(109_990, 110_010).selectExpr(
+        "id", "id % 7 as user_id", "cast(50.0 as double) as score", "concat('merged-', cast(id as string)) as name"
+    )
+    info = (
+        t.merge(updates, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    )
+    print(f"merge: {info.metrics['numUpdatedRows']} updated, {info.metrics['numInsertedRows']} inserted")
+
+    info = t.addColumns({"score_band": "cast(score / 10 as int)"})
+    print(f"addColumns score_band: version {info.version}, {info.metrics['bytesWritten']:,} bytes written (that column only)")
+
+    info = t.optimize().executeCompaction(targetRowsPerFragment=60_000)
+    print(f"compaction: {info.metrics['fragmentsRemoved']} fragments -> {info.metrics['fragmentsAdded']}")
+
+    # (addColumns stamps every row as updated, as pylance's add_columns does: stop before it)
+    changed = t.changes(startVersion=2, endVersion=5).groupBy("_change_type").count().orderBy("_change_type").collect()
+    print("change feed of versions 3..5:", {r["_change_type"]: r["count"] for r in changed})
+    print(f"vacuum (dry run, keep nothing older than now): {len(t.vacuum(retentionHours=0, dryRun=True, enforceRetentionDuration=False))} files")
 
     print("history:")
     t.history().select("version", "timestamp", "operation", "readVersion", "operationMetrics").show(truncate=False)
