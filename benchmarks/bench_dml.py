@@ -66,15 +66,7 @@ def run(ctx: Context) -> Section:
         },
     }
     for name, fns in ops.items():
-        written = {}
-
-        def measure(key, _fns=fns, _written=written):
-            before = dir_bytes(paths[key])
-            out = _fns[key]()
-            _written[key] = dir_bytes(paths[key]) - before
-            return out
-
-        t = ctx.interleave({k: (lambda k=k: measure(k)) for k in fns}, setup=fresh)
+        t, written = ctx.interleave_with_bytes(fns, paths, setup=fresh)
         _check_counts(name, paths)
         notes = "bytes written: " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in written.items())
         notes += f"; delta-rs {t['delta-rs']}s"

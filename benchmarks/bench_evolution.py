@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from lance_ops import LanceTable
 
 from . import data
-from .harness import Context, Result, Section, dir_bytes, fmt_bytes
+from .harness import Context, Result, Section, fmt_bytes
 
 TITLE = "Data evolution: add / rewrite a column vs pylance and delta-rs"
 PYLANCE_GOAL = 2.0
@@ -55,15 +55,7 @@ def run(ctx: Context) -> Section:
         },
     }
     for name, fns in ops.items():
-        written = {}
-
-        def measure(key, _fns=fns, _written=written):
-            before = dir_bytes(paths[key])
-            out = _fns[key]()
-            _written[key] = dir_bytes(paths[key]) - before
-            return out
-
-        t = ctx.interleave({k: (lambda k=k: measure(k)) for k in fns}, setup=lambda n: data.fresh_copy(bases[n], paths[n]))
+        t, written = ctx.interleave_with_bytes(fns, paths, setup=lambda n: data.fresh_copy(bases[n], paths[n]))
         own = _new_column_bytes(paths["lance_ops"], t["lance_ops"].value)
         ratio = written["lance_ops"] / own if own else float("inf")
         notes = (

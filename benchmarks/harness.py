@@ -65,6 +65,26 @@ def interleave(
     return timings
 
 
+def interleave_with_bytes(
+    fns: dict[str, Callable[[], Any]],
+    paths: dict[str, str],
+    repeat: int,
+    setup: Callable[[str], Any],
+) -> tuple[dict[str, Timing], dict[str, int]]:
+    """:func:`interleave` over writes to tables: also returns how many bytes
+    each callable's last run added under ``paths[name]``."""
+    written: dict[str, int] = {}
+
+    def measure(key: str):
+        before = dir_bytes(paths[key])
+        out = fns[key]()
+        written[key] = dir_bytes(paths[key]) - before
+        return out
+
+    timings = interleave({k: (lambda k=k: measure(k)) for k in fns}, repeat, setup=setup)
+    return timings, written
+
+
 def timeit(fn: Callable[[], Any], repeat: int, *, warmup: bool = False, setup: Callable[[], Any] | None = None) -> Timing:
     """Best and all of ``repeat`` timed runs of ``fn`` (see :func:`interleave`)."""
     return interleave({"fn": fn}, repeat, warmup=warmup, setup=setup and (lambda _: setup()))["fn"]
@@ -216,6 +236,9 @@ class Context:
 
     def interleave(self, fns, *, warmup: bool = False, setup=None) -> dict[str, Timing]:
         return interleave(fns, self.repeat, warmup=warmup, setup=setup)
+
+    def interleave_with_bytes(self, fns, paths, *, setup) -> tuple[dict[str, Timing], dict[str, int]]:
+        return interleave_with_bytes(fns, paths, self.repeat, setup)
 
     def memory_note(self) -> str:
         """Peak RSS so far of the Python driver and the Spark JVM (high-water

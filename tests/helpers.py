@@ -6,11 +6,27 @@ import decimal
 import glob
 import math
 import os
+import shutil
 
 import pyarrow as pa
 
 from lance_ops.format.manifest import decode_manifest_file
 from lance_ops.format.naming import parse_manifest_name
+
+
+def pylance_pair(tmp_path, table: pa.Table, rows_per_file: int, delete: str | None = None) -> tuple[str, str]:
+    """(ours, ref): two identical tables written by pylance with stable row ids
+    (``rows_per_file`` rows per fragment, then ``delete`` if given) -- one for
+    lance_ops to change, one for pylance to change the same way."""
+    import lance
+
+    ref = str(tmp_path / "ref.lance")
+    lance.write_dataset(table, ref, max_rows_per_file=rows_per_file, enable_stable_row_ids=True)
+    if delete:
+        lance.dataset(ref).delete(delete)
+    ours = str(tmp_path / "ours.lance")
+    shutil.copytree(ref, ours)
+    return ours, ref
 
 
 def manifest_files(path: str) -> dict[int, str]:

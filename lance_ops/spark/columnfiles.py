@@ -64,9 +64,9 @@ class ColumnFileContext:
     has_changed_flag: bool = False
     #: A key that matches a table row twice (addColumns(df, on=...)) is an error.
     unique_rows: bool = False
-    #: Computes the new columns from the input batch (minus ``_rowaddr``) in the
-    #: writing task itself (addColumns with an Arrow function); None when the
-    #: input already holds them (computed by Spark).
+    #: addColumns with an Arrow function: computes the new columns from the read
+    #: columns in the writing task (:func:`function_column_files`); None when
+    #: Spark computed them.
     transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None
 
     @property
@@ -188,8 +188,6 @@ def _split(batch: pa.RecordBatch, ctx: ColumnFileContext):
     addr = batch.column(ROW_ADDR).to_numpy().astype(np.uint64)
     frags = (addr >> np.uint64(32)).astype(np.int64)
     offsets = addr & OFFSET_MASK
-    if ctx.transform is not None:
-        batch = ctx.transform(batch.drop_columns([ROW_ADDR]))
     values = pa.RecordBatch.from_arrays([batch.column(n) for n in names], names=names)
     changed = batch.column(CHANGED).to_numpy(zero_copy_only=False).astype(bool) if has_changed else None
     return frags, offsets, values, changed

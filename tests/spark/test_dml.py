@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from lance_ops import LanceTable
 from lance_ops.errors import DuplicateMatchError, SchemaMismatchError
-from tests.helpers import arrow_rows
+from tests.helpers import arrow_rows, pylance_pair
 
 LINEAGE = ["_row_created_at_version", "_row_last_updated_at_version"]
 
@@ -33,12 +33,7 @@ def start_table(n=1000) -> pa.Table:
 def pair(tmp_path):
     """(ours, ref): identical pylance-written tables (stable row ids, 5 fragments,
     an existing deletion and a second version)."""
-    ref = str(tmp_path / "ref.lance")
-    lance.write_dataset(start_table(), ref, max_rows_per_file=200, enable_stable_row_ids=True)
-    lance.dataset(ref).delete("id % 50 = 49")
-    ours = str(tmp_path / "ours.lance")
-    shutil.copytree(ref, ours)
-    return ours, ref
+    return pylance_pair(tmp_path, start_table(), 200, "id % 50 = 49")
 
 
 def view(path):

@@ -2,7 +2,6 @@
 differential against pylance (add_columns, drop_columns, alter_columns,
 merge_insert rewrite_columns): rows, schema with field ids, lineage."""
 import os
-import shutil
 
 import lance
 import numpy as np
@@ -12,7 +11,7 @@ import pytest
 
 from lance_ops import LanceTable
 from lance_ops.errors import SchemaMismatchError
-from tests.helpers import arrow_rows, read_manifest
+from tests.helpers import arrow_rows, pylance_pair, read_manifest
 
 LINEAGE = ["_row_created_at_version", "_row_last_updated_at_version"]
 
@@ -20,7 +19,6 @@ LINEAGE = ["_row_created_at_version", "_row_last_updated_at_version"]
 @pytest.fixture
 def pair(tmp_path):
     """Identical pylance-written tables: 4 fragments, stable row ids, deletions."""
-    ref = str(tmp_path / "ref.lance")
     ids = np.arange(400)
     t = pa.table({
         "id": pa.array(ids, pa.int64()),
@@ -28,11 +26,7 @@ def pair(tmp_path):
         "y": pa.array(ids * 0.5),
         "name": pa.array([None if i % 9 == 0 else f"n{i}" for i in ids]),
     })
-    lance.write_dataset(t, ref, max_rows_per_file=100, enable_stable_row_ids=True)
-    lance.dataset(ref).delete("id % 7 = 3 or id between 150 and 160")
-    ours = str(tmp_path / "ours.lance")
-    shutil.copytree(ref, ours)
-    return ours, ref
+    return pylance_pair(tmp_path, t, 100, "id % 7 = 3 or id between 150 and 160")
 
 
 def view(path):
