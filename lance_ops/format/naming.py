@@ -9,6 +9,8 @@
 {root}/data/{name}.lance
 {root}/_indices/{index uuid}/...
 {root}/_refs/tags/{tag}.json
+{root}/_refs/branches/{branch, '/' as %2F}.json
+{root}/tree/{branch}/...                 a branch: its own _versions/, data/, ...
 ```
 """
 from __future__ import annotations
@@ -25,6 +27,8 @@ DELETIONS_DIR = "_deletions"
 DATA_DIR = "data"
 INDICES_DIR = "_indices"
 TAGS_DIR = "_refs/tags"
+BRANCHES_DIR = "_refs/branches"
+TREE_DIR = "tree"
 HINT_FILE = f"{VERSIONS_DIR}/latest_version_hint.json"
 
 _U64_MAX = 2**64 - 1

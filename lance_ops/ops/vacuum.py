@@ -10,10 +10,20 @@ rules:
   older than the retention;
 * never the latest version, the handle's own version or anything newer (a
   stale handle never removes what it has not seen);
-* never a tagged version (``_refs/tags``). pylance raises by default when a
-  tagged version falls under the policy; we follow Delta's spirit instead: the
-  tag is the user's explicit wish to keep that version, so it is silently kept,
-  together with every file it references.
+* never a tagged version (``_refs/tags``, tags of this branch only). pylance
+  raises by default when a tagged version falls under the policy; we follow
+  Delta's spirit instead: the tag is the user's explicit wish to keep that
+  version, so it is silently kept, together with every file it references;
+* a version another branch was created from (``parentVersion`` of a branch
+  whose parent is this one) keeps its manifest, as pylance 14 keeps it; its
+  files are judged like a removed version's (pylance 14 removes its
+  transaction file; its data files stay while the branch reads them).
+
+Branches (``tree/{name}/``, pylance's layout) read their parent's files
+through base paths. Vacuum reads every version of every *other* branch of the
+table (main included when vacuuming a branch) and never removes a file any of
+them references, so no branch loses data however old its fork point is. Those
+branches' own versions are never removed here: vacuum cleans one branch.
 
 Which files are removed -- data files (``data/**.lance``), deletion files,
 transaction files and index directories (``_indices/{uuid}/``) that no kept
@@ -61,7 +71,7 @@ from ..format.manifest import ManifestFile
 from ..format.naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, TRANSACTIONS_DIR, VERSIONS_DIR, index_dir
 from ..storage.objectstore import FileInfo, ObjectStore
 from ..txn.log import TableLog
-from ..txn.refs import list_tags
+from ..txn.refs import branch_root, dataset_root, list_branches, list_tags
 
 log = logging.getLogger("lance_ops")
 
@@ -104,19 +114,52 @@ def check_retention(retention_hours: float, enforce: bool) -> None:
 _EXTERNAL_SEQUENCES = ("external_row_ids", "external_created_at_versions", "external_last_updated_at_versions")
 
 
-def references(mf: ManifestFile) -> set[str]:
+def references(mf: ManifestFile, based: bool | None = False) -> set[str]:
     """Paths (relative to the root) of the files one version needs; an index is
-    referenced as its directory ``_indices/{uuid}``."""
+    referenced as its directory ``_indices/{uuid}``.
+
+    ``based`` selects by where a file lives: False (the default) the files
+    under the version's own root, True the files it reaches through a base path
+    (another table's or branch's root, ``base_id`` set), None both."""
     m = mf.manifest
+
+    def wanted(msg) -> bool:
+        return based is None or msg.HasField("base_id") == based
+
     out = set()
     for frag in m.fragments:
-        out.update(f"{DATA_DIR}/{f.path}" for f in frag.files)
-        if has_deletion_file(frag):
+        out.update(f"{DATA_DIR}/{f.path}" for f in frag.files if wanted(f))
+        if has_deletion_file(frag) and wanted(frag.deletion_file):
             out.add(deletion_path_of(frag.id, frag.deletion_file))
-        out.update(getattr(frag, ext).path for ext in _EXTERNAL_SEQUENCES if frag.HasField(ext))
-    if m.transaction_file:
+        if based is not True:
+            out.update(getattr(frag, ext).path for ext in _EXTERNAL_SEQUENCES if frag.HasField(ext))
+    if m.transaction_file and based is not True:
         out.add(f"{TRANSACTIONS_DIR}/{m.transaction_file}")
-    out.update(index_dir(i.uuid.uuid) for i in mf.indices)
+    out.update(index_dir(i.uuid.uuid) for i in mf.indices if wanted(i))
+    return out
+
+
+def _read_all(tlog: TableLog) -> list[tuple[int, object, ManifestFile]]:
+    """(version, naming, manifest file) of every version, read concurrently."""
+    listed = tlog.manifests()
+    with ThreadPoolExecutor(IO_THREADS) as pool:
+        decoded = list(pool.map(lambda entry: tlog.read_manifest(entry[0], entry[1]), listed))
+    return [(v, naming, mf) for (v, naming, _info), mf in zip(listed, decoded)]
+
+
+def other_branch_references(root: ObjectStore, branches: dict[str, dict], this: str | None) -> set[str]:
+    """What every version of every branch other than ``this`` (None: main)
+    reaches through base paths -- the files of ours they may share. Keyed as
+    :func:`references` keys our files: data file names are unique (uuids), so
+    a name match is our file whichever spelling of our root a base path uses."""
+    out: set[str] = set()
+    others = [None] + list(branches) if this else list(branches)
+    for name in others:
+        if name == this:
+            continue
+        store = root if name is None else ObjectStore(branch_root(root.root, name), root.storage_options)
+        for _v, _naming, mf in _read_all(TableLog(store)):
+            out |= references(mf, based=True)
     return out
 
 
@@ -166,24 +209,29 @@ def plan_vacuum(store: ObjectStore, upto: int, retention_hours: float) -> Vacuum
     raises CorruptTableError before anything is decided). ``upto`` is the
     handle's version: it and newer versions are kept."""
     cutoff = time.time() - retention_hours * 3600.0
-    tagged = {int(doc["version"]) for doc in list_tags(store).values()}
     tlog = TableLog(store)
     plan = VacuumPlan()
-    kept: set[str] = set()
+    versions = _read_all(tlog)
+    if not versions:
+        return plan
+    this = versions[-1][2].manifest.branch or None  # vacuum cleans this branch (None: main)
+    root = dataset_root(store, this)
+    branches = list_branches(root)
+    tagged = {int(doc["version"]) for doc in list_tags(root).values() if (doc.get("branch") or None) == this}
+    forked = {int(doc["parentVersion"]) for doc in branches.values() if (doc.get("parentBranch") or None) == this}
+    kept: set[str] = other_branch_references(root, branches, this)
     removed: set[str] = set()
-    listed = tlog.manifests()
-    with ThreadPoolExecutor(IO_THREADS) as pool:
-        decoded = list(pool.map(lambda entry: tlog.read_manifest(entry[0], entry[1]), listed))
-    for (version, naming, _info), mf in zip(listed, decoded):
+    for version, naming, mf in versions:
         check_readable(mf.manifest, f"at {store.root}")
         if version < upto and version not in tagged and _timestamp(mf) < cutoff:
-            plan.removed_versions.append(version)
-            plan.manifests.append(naming.path(version))
-            removed |= references(mf)
+            removed |= references(mf, based=None)
+            if version not in forked:
+                plan.removed_versions.append(version)
+                plan.manifests.append(naming.path(version))
         else:
-            kept |= references(mf)
-    if decoded:  # vacuum is a write: refused on the latest version's unknown writer flags
-        check_writable(decoded[-1].manifest, f"at {store.root}")
+            kept |= references(mf, based=None)
+    # vacuum is a write: refused on the latest version's unknown writer flags
+    check_writable(versions[-1][2].manifest, f"at {store.root}")
     for rel, info, key in _candidates(store):
         if key not in kept and (key in removed or _older(info, cutoff)):
             plan.files.append(rel)

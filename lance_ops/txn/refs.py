@@ -1,4 +1,5 @@
-"""Tags: named versions in ``_refs/tags/{name}.json`` (pylance 14's layout).
+"""Tags and branches: named versions in ``_refs/tags/{name}.json`` and branch
+heads in ``_refs/branches/{name}.json`` (pylance 14's layouts).
 
 A tag file is pretty-printed JSON (2-space indent)::
 
@@ -16,7 +17,7 @@ import json
 import re
 
 from ..errors import CorruptTableError, InvalidArgumentError, TableExistsError, TableNotFoundError
-from ..format.naming import TAGS_DIR
+from ..format.naming import BRANCHES_DIR, TAGS_DIR, TREE_DIR
 from ..storage.objectstore import ObjectStore
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -109,3 +110,54 @@ def resolve_version(store: ObjectStore, version) -> int | None:
     if s.isdigit():
         return int(s)
     return int(read_tag(store, s)["version"])
+
+
+# ------------------------------------------------------------------ branches
+# A branch file (pylance 14, camelCase; the reference docs' snake_case names are
+# not what pylance writes)::
+#
+#     {"parentBranch": null, "identifier": {"version_mapping": [[1, "<uuid hex>"]]},
+#      "parentVersion": 1, "createAt": 1795446201, "manifestSize": 472, "metadata": {}}
+#
+# The branch's own versions, transactions, deletion and data files live under
+# ``tree/{name}/``; its manifests reach the parent's files through base paths.
+
+
+def branch_file(name: str) -> str:
+    return f"{BRANCHES_DIR}/{name.replace('/', '%2F')}.json"
+
+
+def branch_root(root: str, name: str) -> str:
+    """The root of branch ``name`` of the table rooted at ``root``."""
+    return f"{root.rstrip('/')}/{TREE_DIR}/{name}"
+
+
+def list_branches(store: ObjectStore) -> dict[str, dict]:
+    """Branch name -> its branch file's content (empty without branches).
+    ``store`` is the table's (main branch's) root."""
+    out = {}
+    for info in store.list_dir(BRANCHES_DIR):
+        if not info.name.endswith(".json"):
+            continue
+        name = info.name[: -len(".json")].replace("%2F", "/")
+        rel = f"{BRANCHES_DIR}/{info.name}"
+        try:
+            doc = json.loads(store.read_bytes(rel))
+            int(doc["parentVersion"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptTableError(f"malformed branch file: {e}", store.path(rel)) from e
+        out[name] = doc
+    return dict(sorted(out.items()))
+
+
+def dataset_root(store: ObjectStore, branch: str | None) -> ObjectStore:
+    """The store of the table (main branch) that ``store`` -- the root of
+    ``branch`` (None: main) -- belongs to."""
+    if not branch:
+        return store
+    suffix = f"/{TREE_DIR}/{branch}"
+    if not store.root.endswith(suffix):
+        raise CorruptTableError(
+            f"the manifest says branch {branch!r} but the table is not under {TREE_DIR}/{branch}", store.root
+        )
+    return ObjectStore(store.root[: -len(suffix)], store.storage_options)

@@ -266,3 +266,57 @@ def test_retention_floor(spark, history):
 def test_refused_on_time_travel_handle(spark, history):
     with pytest.raises(ReadOnlyVersionError):
         LanceTable(spark, history, version=6).vacuum()
+
+
+# ------------------------------------------------------------------ branches
+def branched_table(tmp_path, name="b.lance") -> str:
+    """pylance: a table (v1), branch ``dev`` from v1 with an append of its own,
+    main overwritten (v2) and appended to (v3), a tag on dev's v2 (which must
+    not protect main's v2); everything 10 days old. (Made afresh for each
+    library: a copy would keep base paths pointing at the original.)"""
+    import pyarrow as pa
+
+    p = str(tmp_path / name)
+    ds = lance.write_dataset(pa.table({"id": list(range(10)), "x": list(range(10))}), p, enable_stable_row_ids=True)
+    ds.create_branch("dev").insert(pa.table({"id": [100], "x": [1]}))
+    lance.write_dataset(pa.table({"id": [5], "x": [5]}), p, mode="overwrite")
+    lance.write_dataset(pa.table({"id": [6], "x": [6]}), p, mode="append")
+    lance.dataset(p).tags.create("dev-2", ("dev", 2))
+    age_table(p, 10 * DAY)
+    age_versions(os.path.join(p, "tree", "dev"), [1, 2], 10 * DAY)
+    return p
+
+
+def test_vacuum_keeps_files_a_branch_references(spark, tmp_path):
+    """Issue 16 item 1: main's old data files that the branch reads through its
+    base path survive, as with pylance's cleanup (same files kept)."""
+    ours, ref = branched_table(tmp_path, "ours.lance"), branched_table(tmp_path, "ref.lance")
+    dev_rows = lance.dataset(ours).checkout_version(("dev", None)).to_table().sort_by("id")
+    v2 = "_versions/" + os.path.basename(manifest_files(ours)[2])
+
+    removed = LanceTable(spark, ours).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    lance.dataset(ref).cleanup_old_versions(older_than=datetime.timedelta(hours=24))
+
+    def shape(path):  # file names are random: compare what kind of file is where
+        return sorted((os.path.dirname(f), os.path.splitext(f)[1]) for f in all_files(path))
+
+    assert shape(ours) == shape(ref)
+    assert versions_of(ours) == versions_of(ref) == [1, 3]  # v1: dev's fork point (kept, as pylance)
+    assert v2 in removed
+    dev = lance.dataset(ours).checkout_version(("dev", None))
+    assert dev.to_table().sort_by("id") == dev_rows
+    assert lance.dataset(ours).checkout_version(("dev", 1)).to_table().num_rows == 10
+    assert_versions_readable(spark, ours)
+
+
+def test_vacuum_of_a_branch_never_touches_its_parents_files(spark, tmp_path):
+    ours, ref = branched_table(tmp_path, "ours.lance"), branched_table(tmp_path, "ref.lance")
+    main_before = {f for f in all_files(ours) if not f.startswith("tree/")}
+    LanceTable(spark, os.path.join(ours, "tree", "dev")).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    lance.dataset(ref).checkout_version(("dev", None)).cleanup_old_versions(older_than=datetime.timedelta(hours=24))
+
+    assert {f for f in all_files(ours) if not f.startswith("tree/")} == main_before
+    assert sorted(manifest_files(os.path.join(ours, "tree", "dev"))) == [2]
+    assert sorted(manifest_files(os.path.join(ref, "tree", "dev"))) == [2]
+    assert len(all_files(ours)) == len(all_files(ref))
+    assert lance.dataset(ours).checkout_version(("dev", None)).to_table().num_rows == 11
