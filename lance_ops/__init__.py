@@ -5,12 +5,15 @@
     t.delete("x > 5")
 
 The lower layers (``lance_ops.format``, ``.storage``, ``.txn``) import without
-pyspark; Spark-facing names (``LanceTable``, ``register``) load lazily.
+pyspark, and so does ``lance_ops.Table``, the Spark-free core (history,
+detail, tags, restore, vacuum, table properties). Spark-facing names
+(``LanceTable``, ``register``) load lazily.
 Importing lance_ops registers the ``lance`` data source in the active Spark
 session if there is one; ``lance_ops.register(spark)`` does it explicitly.
 """
 from __future__ import annotations
 
+import logging
 import sys
 
 from . import errors
@@ -27,7 +30,25 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .results import CommitInfo
+from .txn.table import Table
 from .version import __version__
+
+# A library logs, an application decides where it goes: progress lines and
+# warnings go to the "lance_ops" logger (the CLI and the demo configure it).
+logging.getLogger("lance_ops").addHandler(logging.NullHandler())
+
+
+def log_to_stderr(level: str | int = "INFO") -> None:
+    """Show lance_ops' progress lines and warnings on stderr as
+    ``[lance_ops] ...`` (for scripts, jobs and the demo; a library using
+    lance_ops leaves logging to its application)."""
+    logger = logging.getLogger("lance_ops")
+    if not any(getattr(h, "_lance_ops_stderr", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[lance_ops] %(message)s"))
+        handler._lance_ops_stderr = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.setLevel(level)
 
 _LAZY = {
     "LanceTable": ("lance_ops.table", "LanceTable"),
@@ -66,7 +87,7 @@ def _register_in_active_session() -> None:
 _register_in_active_session()
 
 __all__ = [
-    "LanceTable", "CommitInfo", "register", "local_session", "errors", "__version__",
+    "LanceTable", "Table", "CommitInfo", "register", "log_to_stderr", "local_session", "errors", "__version__",
     "LanceOpsError", "TableNotFoundError", "TableExistsError", "SchemaMismatchError",
     "UnsupportedFeatureError", "CorruptTableError", "CommitConflictError", "ReadOnlyVersionError",
     "DuplicateMatchError", "InvalidArgumentError",

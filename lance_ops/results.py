@@ -15,6 +15,11 @@ class CommitInfo:
     commits it had to reconcile with (rebased over, or re-ran the operation
     because of); ``metrics`` operation-specific counts (numInsertedRows,
     numDeletedRows, numAddedFragments, bytesWritten, ...).
+
+    ``retries`` = ``rebases`` + ``reruns``: ``rebases`` counts the concurrent
+    commits this one was checked against and rebased over (no work redone),
+    ``reruns`` how many times the operation was prepared again on a newer
+    version (after a retryable conflict, or to finish a partial compaction).
     """
 
     version: int | None
@@ -22,6 +27,8 @@ class CommitInfo:
     operation: str
     retries: int = 0
     metrics: dict[str, Any] = field(default_factory=dict)
+    rebases: int = 0
+    reruns: int = 0
 
     @property
     def committed(self) -> bool:

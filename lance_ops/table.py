@@ -1,22 +1,28 @@
 """``LanceTable``: the Delta-style facade over a Lance table.
 
-A handle reads one version (``t.version``). Writes start from that version,
-commit through the conflict-checking commit loop, and move the handle to the
-version they created. A handle opened with an explicit ``version`` (or tag)
-is a read-only time-travel view. Each method is a thin call into
-:mod:`lance_ops.ops`.
+A handle reads one version (``t.version``). Everything that needs no data
+processing is the Spark-free core's (:class:`lance_ops.txn.table.Table`,
+``t.table``); the operations Spark runs are one module each in
+:mod:`lance_ops.ops`, which build a ``prepare(snapshot) -> StagedCommit`` for
+the core's staged-commit pipeline. Writes start from the handle's version and
+move it to the version they created. A handle opened with an explicit
+``version`` (or tag) is a read-only time-travel view.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from .errors import TableNotFoundError
-from .ops.common import DEFAULT_CONFLICT_RETRIES
+from .errors import InvalidArgumentError
+from .ops.common import labelled
 from .results import CommitInfo
-from .spark.datasource import register, resolve_snapshot
-from .spark.write import refuse_time_travel
-from .storage.objectstore import ObjectStore
+from .spark.datasource import register
 from .txn.log import Snapshot
+from .txn.pipeline import DEFAULT_CONFLICT_RETRIES
+from .txn.table import Table
+from .txn.vacuum import RETENTION_CHECK_CONF
+
+#: Spark conf with the default re-run budget of writes (``conflictRetries``).
+CONFLICT_RETRIES_CONF = "spark.lance_ops.conflictRetries"
 
 
 class LanceTable:
@@ -25,14 +31,9 @@ class LanceTable:
     def __init__(self, spark, uri: str, version: int | str | None = None, storage_options: dict | None = None):
         register(spark)
         self._spark = spark
-        self._store = ObjectStore(uri, storage_options)
-        self._pinned = version is not None
-        self._snapshot: Snapshot = resolve_snapshot(self._store, version)
-        #: CommitInfo of the last write through this handle (None before any).
-        self.lastCommit: CommitInfo | None = None
-        #: Re-runs allowed on retryable conflicts (delete, update, merge ...);
-        #: default from the Spark conf ``spark.lance_ops.conflictRetries`` (10).
-        self.conflictRetries = int(spark.conf.get("spark.lance_ops.conflictRetries", str(DEFAULT_CONFLICT_RETRIES)))
+        retries = int(spark.conf.get(CONFLICT_RETRIES_CONF, str(DEFAULT_CONFLICT_RETRIES)))
+        #: The Spark-free core of this handle (history, tags, vacuum, ...).
+        self.table = Table(uri, storage_options, version, conflictRetries=retries)
 
     # ------------------------------------------------------------ opening
     @classmethod
@@ -41,12 +42,8 @@ class LanceTable:
 
     @classmethod
     def isLanceTable(cls, spark, uri: str, storage_options: dict | None = None) -> bool:
-        from .txn.log import TableLog
-
-        try:
-            return TableLog(ObjectStore(uri, storage_options)).exists()
-        except Exception:
-            return False
+        """Whether ``uri`` holds a Lance table (a damaged one raises)."""
+        return Table.exists(uri, storage_options)
 
     @classmethod
     def create(
@@ -58,21 +55,30 @@ class LanceTable:
         stableRowIds: bool = True,
         maxRowsPerFragment: int = 1_048_576,
         storage_options: dict | None = None,
+        commitProperties: dict | None = None,
     ) -> "LanceTable":
         """Create a table from ``df`` (``mode="overwrite"`` replaces an existing
         one). Returns a handle at the new version; ``handle.lastCommit`` holds
         the CommitInfo."""
         from .ops.write import write_dataframe
+        from .spark.write import must_not_exist
+        from .storage.objectstore import ObjectStore
+        from .txn.commit import NewTable
+        from .txn.log import latest_or_none
+        from .txn.pipeline import WriteOptions, execute
 
+        if mode not in ("create", "overwrite"):
+            raise InvalidArgumentError(f"create mode must be 'create' or 'overwrite', got {mode!r}")
         register(spark)
         store = ObjectStore(uri, storage_options)
-        if mode not in ("create", "overwrite"):
-            from .errors import InvalidArgumentError
-
-            raise InvalidArgumentError(f"create mode must be 'create' or 'overwrite', got {mode!r}")
-        info = write_dataframe(
-            spark, store, df, mode, stable_row_ids=stableRowIds, max_rows_per_fragment=maxRowsPerFragment
+        prepare = write_dataframe(store, df, mode, stable_row_ids=stableRowIds, max_rows_per_fragment=maxRowsPerFragment)
+        options = WriteOptions(
+            checks=[must_not_exist] if mode == "create" else [],
+            commit_properties=commitProperties,
+            retries=int(spark.conf.get(CONFLICT_RETRIES_CONF, str(DEFAULT_CONFLICT_RETRIES))),
+            new_table=NewTable(stable_row_ids=stableRowIds),
         )
+        info = execute(store, latest_or_none(store), labelled(spark, mode, store.root, prepare), options)
         t = cls(spark, uri, storage_options=storage_options)
         t.lastCommit = info
         return t
@@ -80,31 +86,53 @@ class LanceTable:
     # ------------------------------------------------------------ state
     @property
     def uri(self) -> str:
-        return self._store.root
+        return self.table.uri
 
     @property
     def version(self) -> int:
-        return self._snapshot.version
+        return self.table.version
 
     @property
     def schema(self):
         from .spark.types import spark_schema
 
-        return spark_schema(self._snapshot.schema)
+        return spark_schema(self.snapshot.schema)
 
     @property
     def snapshot(self) -> Snapshot:
-        return self._snapshot
+        return self.table.snapshot
+
+    @property
+    def _store(self):
+        return self.table.store
+
+    @property
+    def conflictRetries(self) -> int:
+        """Re-runs allowed on retryable conflicts (default: the Spark conf
+        ``spark.lance_ops.conflictRetries``, else 10)."""
+        return self.table.conflictRetries
+
+    @conflictRetries.setter
+    def conflictRetries(self, n: int) -> None:
+        self.table.conflictRetries = int(n)
+
+    @property
+    def lastCommit(self) -> CommitInfo | None:
+        """CommitInfo of the last write through this handle (None before any)."""
+        return self.table.lastCommit
+
+    @lastCommit.setter
+    def lastCommit(self, info: CommitInfo | None) -> None:
+        self.table.lastCommit = info
 
     def refresh(self) -> "LanceTable":
         """Move this handle to the latest version (not for time-travel handles)."""
-        refuse_time_travel(self._pinned, self.version)
-        self._snapshot = resolve_snapshot(self._store, None)
+        self.table.refresh()
         return self
 
     def count(self) -> int:
         """Live rows (physical minus deleted), from metadata only."""
-        return self._snapshot.num_rows()
+        return self.table.count()
 
     def toDF(self, withRowId: bool = False, withRowAddr: bool = False, withLineage: bool = False, columns=None):
         """The table at this handle's version as a DataFrame. ``columns``
@@ -117,15 +145,20 @@ class LanceTable:
         )
 
     def history(self, limit: int | None = None):
-        from .ops.info import HISTORY_SCHEMA, history_rows
+        """One row per version, newest first (Delta's DESCRIBE HISTORY columns:
+        version, timestamp, operation, readVersion, operationParameters,
+        operationMetrics, userMetadata, writer, transactionUuid)."""
+        from .spark.types import HISTORY_SCHEMA
 
-        rows = history_rows(self._store, limit, upto=self.version if self._pinned else None)
-        return self._spark.createDataFrame(rows, HISTORY_SCHEMA)
+        rows = self.table.history(limit)
+        return self._spark.createDataFrame([tuple(r[f.name] for f in HISTORY_SCHEMA.fields) for r in rows], HISTORY_SCHEMA)
 
     def detail(self) -> dict[str, Any]:
-        from .ops.info import detail
+        return self.table.detail()
 
-        return detail(self._snapshot)
+    def properties(self) -> dict[str, str]:
+        """The table config (pylance's ``ds.config()``)."""
+        return self.table.properties()
 
     def changes(self, startVersion: int, endVersion: int | None = None):
         """Rows inserted or updated in versions (startVersion, endVersion] as a
@@ -136,45 +169,44 @@ class LanceTable:
         :mod:`lance_ops.ops.changes` for the caveats)."""
         from .ops.changes import changes
 
-        return changes(self._spark, self._store, self._snapshot, startVersion, endVersion)
+        return changes(self._spark, self._store, self.snapshot, startVersion, endVersion)
 
     # ------------------------------------------------------------ writes
-    def _moved(self, info: CommitInfo) -> CommitInfo:
-        if info.version is not None:
-            self._snapshot = resolve_snapshot(self._store, info.version)
-        self.lastCommit = info
-        return info
-
     def _writable(self) -> None:
-        refuse_time_travel(self._pinned, self.version)
+        self.table.writable()
 
-    def append(self, df) -> CommitInfo:
+    def _run(self, name: str, prepare, commitProperties: dict | None = None) -> CommitInfo:
+        """Commit ``prepare``'s change through the core's pipeline, its Spark
+        jobs labelled with the operation and the version they read."""
+        return self.table.execute(labelled(self._spark, name, self.uri, prepare), commitProperties=commitProperties)
+
+    def append(self, df, commitProperties: dict | None = None) -> CommitInfo:
         from .ops.write import write_dataframe
 
         self._writable()
-        return self._moved(write_dataframe(self._spark, self._store, df, "append", snapshot=self._snapshot))
+        return self._run("append", write_dataframe(self._store, df, "append"), commitProperties)
 
-    def overwrite(self, df) -> CommitInfo:
+    def overwrite(self, df, commitProperties: dict | None = None) -> CommitInfo:
         from .ops.write import write_dataframe
 
         self._writable()
-        return self._moved(write_dataframe(self._spark, self._store, df, "overwrite", snapshot=self._snapshot))
+        return self._run("overwrite", write_dataframe(self._store, df, "overwrite"), commitProperties)
 
-    def delete(self, condition=None) -> CommitInfo:
+    def delete(self, condition=None, commitProperties: dict | None = None) -> CommitInfo:
         """Delete rows matching ``condition`` (Spark SQL string or Column; None
         deletes every row). Writes deletion files only."""
         from .ops.delete import delete
 
         self._writable()
-        return self._moved(delete(self._spark, self._store, self._snapshot, condition, self.conflictRetries))
+        return self._run("delete", delete(self._spark, self.snapshot, condition), commitProperties)
 
-    def update(self, condition=None, set: dict | None = None) -> CommitInfo:  # noqa: A002 (Delta's name)
+    def update(self, condition=None, set: dict | None = None, commitProperties: dict | None = None) -> CommitInfo:  # noqa: A002 (Delta's name)
         """Set columns of rows matching ``condition`` (None: all rows) to new
         values (Spark SQL strings or Columns)."""
         from .ops.update import update
 
         self._writable()
-        return self._moved(update(self._spark, self._store, self._snapshot, condition, set or {}, self.conflictRetries))
+        return self._run("update", update(self._spark, self.snapshot, condition, set or {}), commitProperties)
 
     def merge(self, source, condition):
         """A Delta-style merge builder: target alias ``t``, source alias ``s``."""
@@ -190,7 +222,8 @@ class LanceTable:
         return OptimizeBuilder(self)
 
     # -------------------------------------------------------- data evolution
-    def addColumns(self, source, readColumns=None, outputSchema=None, on=None) -> CommitInfo:
+    def addColumns(self, source, readColumns=None, outputSchema=None, on=None,
+                   commitProperties: dict | None = None) -> CommitInfo:
         """Add columns without rewriting the table: ``{"z": "x * 2"}`` (Spark SQL
         over existing columns), ``fn, readColumns=[...], outputSchema="z long"``
         (an Arrow batch function run on executors) or ``df, on="id"`` (columns
@@ -198,75 +231,69 @@ class LanceTable:
         from .ops.evolve import add_columns
 
         self._writable()
-        info = add_columns(
-            self._spark, self._store, self._snapshot, source, self.conflictRetries,
-            read_columns=readColumns, output_schema=outputSchema, on=on,
-        )
-        return self._moved(info)
+        prepare = add_columns(self._spark, self.snapshot, source, read_columns=readColumns, output_schema=outputSchema, on=on)
+        return self._run("addColumns", prepare, commitProperties)
 
-    def rewriteColumns(self, columns: dict, condition=None) -> CommitInfo:
+    def rewriteColumns(self, columns: dict, condition=None, commitProperties: dict | None = None) -> CommitInfo:
         """Recompute existing columns (for rows matching ``condition``; others keep
         their values) by writing new data files holding just those columns; the
         old field ids are tombstoned (-2) in the old files."""
         from .ops.evolve import rewrite_columns
 
         self._writable()
-        return self._moved(rewrite_columns(self._spark, self._store, self._snapshot, columns, condition, self.conflictRetries))
+        return self._run("rewriteColumns", rewrite_columns(self._spark, self.snapshot, columns, condition), commitProperties)
 
-    def dropColumns(self, columns) -> CommitInfo:
+    def dropColumns(self, columns, commitProperties: dict | None = None) -> CommitInfo:
         """Drop columns (dotted paths for struct fields): metadata only."""
         from .ops.columns import drop_columns_schema, project
 
         self._writable()
         cols = [columns] if isinstance(columns, str) else list(columns)
-        info = project(
-            self._spark, self._store, self._snapshot, lambda snap: drop_columns_schema(snap, cols),
-            "dropColumns", {"columns": ", ".join(cols)}, self.conflictRetries,
-        )
-        return self._moved(info)
+        prepare = project(self.snapshot, lambda snap: drop_columns_schema(snap, cols), {"columns": ", ".join(cols)})
+        return self._run("dropColumns", prepare, commitProperties)
 
-    def renameColumn(self, old: str, new: str) -> CommitInfo:
+    def renameColumn(self, old: str, new: str, commitProperties: dict | None = None) -> CommitInfo:
         """Rename a column (dotted path for a struct field): metadata only."""
         from .ops.columns import project, rename_column_schema
 
         self._writable()
-        info = project(
-            self._spark, self._store, self._snapshot, lambda snap: rename_column_schema(snap, old, new),
-            "renameColumn", {"from": old, "to": new}, self.conflictRetries,
-        )
-        return self._moved(info)
+        prepare = project(self.snapshot, lambda snap: rename_column_schema(snap, old, new), {"from": old, "to": new})
+        return self._run("renameColumn", prepare, commitProperties)
+
+    def setProperties(self, properties: dict, commitProperties: dict | None = None) -> CommitInfo:
+        """Set table config keys (an ``UpdateConfig`` commit; pylance reads
+        them in ``ds.config()``)."""
+        return self.table.setProperties(properties, commitProperties)
+
+    def unsetProperties(self, keys, commitProperties: dict | None = None) -> CommitInfo:
+        return self.table.unsetProperties(keys, commitProperties)
 
     # ------------------------------------------------- vacuum, restore, tags
     def vacuum(self, retentionHours: float = 168, dryRun: bool = False, enforceRetentionDuration: bool = True) -> list[str]:
         """Remove versions committed more than ``retentionHours`` ago (never the
-        latest, this handle's version or newer, nor a tagged version -- tagged
-        versions are silently kept, with their files), then the data, deletion,
-        transaction and index files no kept version references. Files that no
-        version references at all (failed or in-flight writes) are removed only
-        once their mtime is older than the retention. Returns the removed paths,
-        relative to the table root, sorted; ``dryRun=True`` only lists them.
+        latest, this handle's version or newer, a tagged version, nor a
+        version a branch was created from), then the data, deletion,
+        transaction and index files no kept version of any branch references.
+        Files that no version references at all (failed or in-flight writes)
+        are removed only once their mtime is older than the retention. Returns
+        the removed paths, relative to the table root, sorted; ``dryRun=True``
+        only lists them.
 
         A retention below 168 hours raises InvalidArgumentError unless the Spark
         conf ``spark.lance_ops.vacuum.retentionDurationCheck.enabled`` is
         "false" or ``enforceRetentionDuration=False`` (extension) is passed: a
         short retention can delete the files of a commit in progress. Refused
-        on time-travel handles. Details: :mod:`lance_ops.ops.vacuum`."""
-        from .ops.vacuum import RETENTION_CHECK_CONF, vacuum
-
-        self._writable()
+        on time-travel handles. Details: :mod:`lance_ops.txn.vacuum`."""
         check = self._spark.conf.get(RETENTION_CHECK_CONF, "true").strip().lower() != "false"
-        return vacuum(self._store, self.version, retentionHours, dryRun, enforce=check and enforceRetentionDuration)
+        return self.table.vacuum(retentionHours, dryRun, enforceRetentionDuration=check and enforceRetentionDuration)
 
-    def restoreToVersion(self, version: int | str) -> CommitInfo:
+    def restoreToVersion(self, version: int | str, commitProperties: dict | None = None) -> CommitInfo:
         """Commit a new version whose content is ``version``'s (a version number
         or a tag name); later versions stay in the history. Row ids issued
         since are never reused (``nextRowId``/``maxFragmentId`` keep the latest
         values, as pylance). A missing version or tag raises
         TableNotFoundError."""
-        from .ops.restore import restore
-
-        self._writable()
-        return self._moved(restore(self._store, self._snapshot, version))
+        return self.table.restoreToVersion(version, commitProperties)
 
     def createTag(self, name: str, version: int | str | None = None) -> None:
         """Name a version (default: this handle's). Tags live in
@@ -274,28 +301,21 @@ class LanceTable:
         kept by vacuum. An existing name raises TableExistsError, a missing
         version TableNotFoundError, a bad name InvalidArgumentError. Tags
         commit no version, so this also works on time-travel handles."""
-        from .ops.tags import create_tag
-
-        create_tag(self._store, name, self.version if version is None else version)
+        self.table.createTag(name, version)
 
     def deleteTag(self, name: str) -> None:
         """Delete a tag (TableNotFoundError if it does not exist). The version
         it named stays until vacuum removes it."""
-        from .txn.refs import delete_tag
-
-        delete_tag(self._store, name)
+        self.table.deleteTag(name)
 
     def listTags(self, details: bool = False) -> dict:
         """Tag name -> version. With ``details=True`` (extension): tag name ->
         the tag file's content (version, createdAt, updatedAt, manifestSize,
         branch, metadata)."""
-        from .ops.tags import tag_versions
-        from .txn.refs import list_tags
-
-        return list_tags(self._store) if details else tag_versions(self._store)
+        return self.table.listTags(details)
 
     def __repr__(self) -> str:
         return f"LanceTable({self.uri!r}, version={self.version})"
 
 
-__all__ = ["LanceTable", "TableNotFoundError"]
+__all__ = ["LanceTable"]

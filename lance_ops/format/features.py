@@ -71,6 +71,36 @@ def _describe(bits: int) -> str:
     return ", ".join(names)
 
 
+#: ``Manifest.data_format.version`` values lance_ops knows: legacy (0.x, file
+#: format v1) and the 2.x file format versions pylance 14 writes (2.3 is its
+#: "next", unstable version; the codec reads it).
+KNOWN_DATA_FORMATS = frozenset({"0.1", "0.2", "0.3", "2.0", "2.1", "2.2", "2.3"})
+#: ``DataFile`` (major, minor) versions lance_ops knows (legacy files are
+#: recorded as 0.x).
+KNOWN_FILE_VERSIONS = frozenset({(0, 0), (0, 1), (0, 2), (0, 3), (2, 0), (2, 1), (2, 2), (2, 3)})
+
+
+def check_versions(m: table_pb2.Manifest, where: str = "") -> None:
+    """Refuse a manifest whose data format version, or any of whose data
+    files' versions, lance_ops does not know: a newer writer's layout must not
+    be read (or written) as if it were an old one."""
+    at = f"table{' ' + where if where else ''} version {m.version}"
+    fmt = m.data_format.version
+    if fmt and fmt not in KNOWN_DATA_FORMATS:
+        raise UnsupportedFeatureError(
+            f"{at} has data format version {fmt!r}, which lance_ops does not know "
+            f"(known: {', '.join(sorted(KNOWN_DATA_FORMATS))}); upgrade lance_ops to read it"
+        )
+    for frag in m.fragments:
+        for df in frag.files:
+            v = (df.file_major_version, df.file_minor_version)
+            if v not in KNOWN_FILE_VERSIONS:
+                raise UnsupportedFeatureError(
+                    f"{at}: data file {df.path} of fragment {frag.id} has file format version "
+                    f"{v[0]}.{v[1]}, which lance_ops does not know; upgrade lance_ops to read it"
+                )
+
+
 def check_readable(m: table_pb2.Manifest, where: str = "") -> None:
     unknown = m.reader_feature_flags & ~KNOWN_READER_FLAGS
     if unknown:
@@ -78,6 +108,7 @@ def check_readable(m: table_pb2.Manifest, where: str = "") -> None:
             f"table{' ' + where if where else ''} version {m.version} needs reader feature "
             f"flag(s) {_describe(unknown)} that lance_ops does not support"
         )
+    check_versions(m, where)
 
 
 def check_writable(m: table_pb2.Manifest, where: str = "") -> None:

@@ -2,7 +2,7 @@
 ``renameColumn`` (``Project`` transactions: field ids stay, no data is written;
 dropped columns' data stays on disk until compaction rewrites the fragment and
 vacuum removes unreferenced files), plus schema helpers shared with the
-data-evolution operations (new field ids, all-null columns)."""
+data-evolution operations (new field ids)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -13,9 +13,9 @@ from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..format.scan import is_reserved_name
 from ..format.schema import Schema, field_from_arrow
 from ..spark.types import arrow_schema_for_spark
-from ..txn.commit import commit
 from ..txn.log import Snapshot
-from ..txn.operations import Merge, Project, Transaction
+from ..txn.operations import Project
+from ..txn.pipeline import StagedCommit
 
 
 def next_field_id(snapshot: Snapshot) -> int:
@@ -42,15 +42,6 @@ def schema_with_new_fields(snapshot: Snapshot, new_fields: list[T.StructField]) 
         schema.fields.append(field_from_arrow(af))
     schema.assign_ids(next_field_id(snapshot))
     return schema
-
-
-def add_null_columns(snapshot: Snapshot, new_fields: list[T.StructField], properties=None):
-    """Commit a schema-only Merge adding all-null columns (no data written:
-    a column no data file holds reads as null), as pylance's schema-only
-    add_columns does. Returns the commit result."""
-    schema = schema_with_new_fields(snapshot, new_fields)
-    op = Merge(list(snapshot.fragments), schema)
-    return commit(snapshot.store, Transaction(snapshot.version, op, properties=dict(properties or {})))
 
 
 # ------------------------------------------------------ drop / rename (Project)
@@ -108,21 +99,12 @@ def rename_column_schema(snapshot: Snapshot, old: str, new: str) -> Schema:
     return schema
 
 
-def project(spark, store, snapshot: Snapshot, schema_of: Callable[[Snapshot], Schema], name: str,
-            params: dict, conflict_retries: int):
-    """Commit a metadata-only ``Project`` (schema change, no data written);
-    re-run on the latest version after a retryable conflict."""
-    from ..format.features import check_writable
-    from ..txn.log import open_snapshot
-    from .common import commit_info, properties, with_conflict_retries
+def project(snapshot: Snapshot, schema_of: Callable[[Snapshot], Schema], params: dict):
+    """``prepare(snapshot) -> StagedCommit`` of a metadata-only ``Project``
+    (schema change, no data written); the new schema is validated here."""
+    schema_of(snapshot)
 
-    schema_of(snapshot)  # validate up front
+    def prepare(snap: Snapshot) -> StagedCommit:
+        return StagedCommit(Project(schema_of(snap)), {}, params)
 
-    def attempt(i: int):
-        snap = snapshot if i == 0 else open_snapshot(store)
-        check_writable(snap.manifest, f"at {store.root}")
-        op = Project(schema_of(snap))
-        result = commit(store, Transaction(snap.version, op, properties=properties(params)))
-        return commit_info(result, snap.version, {}, reruns=i)
-
-    return with_conflict_retries(attempt, conflict_retries)
+    return prepare

@@ -1,67 +1,30 @@
-"""Shared plumbing of the operations: metrics in transaction properties,
-CommitInfo from a commit result, automatic re-runs on retryable conflicts."""
+"""Shared plumbing of the Spark-backed operations.
+
+Each operation module builds a ``prepare(snapshot) -> StagedCommit`` (Spark
+work; data and deletion files written, nothing visible) and hands it to the
+handle's staged-commit pipeline (:meth:`lance_ops.txn.table.Table.execute`),
+which commits, rebases, re-runs and cleans up. :func:`labelled` runs each
+attempt's Spark jobs under a job description naming the operation, the table
+and the version it reads.
+"""
 from __future__ import annotations
 
-import logging
-import random
-import time
-from typing import Callable, TypeVar
+from typing import Callable
 
-from ..errors import CommitConflictError
-from ..results import CommitInfo
-from ..txn.commit import CommitResult
-
-log = logging.getLogger("lance_ops")
-
-#: Transaction property prefixes for what history() shows (pylance keeps
-#: unknown transaction properties untouched).
-PARAM_PREFIX = "lance_ops.param."
-METRIC_PREFIX = "lance_ops.metric."
-DEFAULT_CONFLICT_RETRIES = 10
-
-R = TypeVar("R")
+from ..spark.progress import spark_job
+from ..txn.log import Snapshot
+from ..txn.pipeline import StagedCommit
 
 
-def properties(parameters: dict | None = None, metrics: dict | None = None) -> dict[str, str]:
-    out = {}
-    for k, v in (parameters or {}).items():
-        if v is not None:
-            out[PARAM_PREFIX + k] = str(v)
-    for k, v in (metrics or {}).items():
-        if v is not None:
-            out[METRIC_PREFIX + k] = str(v)
-    return out
+def labelled(spark, name: str, uri: str, prepare: Callable[[Snapshot], StagedCommit | None], step: str = ""):
+    """``prepare`` with its Spark jobs labelled ``lance_ops {name} {uri}
+    v{version}`` (and the attempt number on re-runs)."""
+    attempts = [0]
 
+    def run(snap: Snapshot | None) -> StagedCommit | None:
+        attempts[0] += 1
+        label = ", ".join(x for x in (step, f"attempt {attempts[0]}" if attempts[0] > 1 else "") if x)
+        with spark_job(spark, name, uri, snap.version if snap is not None else None, label):
+            return prepare(snap)
 
-def commit_info(result: CommitResult, read_version: int, metrics: dict, reruns: int = 0) -> CommitInfo:
-    return CommitInfo(
-        version=result.version,
-        readVersion=read_version,
-        operation=result.transaction.operation.name,
-        retries=result.concurrent + reruns,
-        metrics=dict(metrics),
-    )
-
-
-def with_conflict_retries(run: Callable[[int], R], retries: int = DEFAULT_CONFLICT_RETRIES, timeout: float = 300.0) -> R:
-    """Call ``run(attempt)``; on a *retryable* CommitConflictError re-run it (it
-    re-reads the latest version) up to ``retries`` times with jittered
-    exponential backoff. Incompatible conflicts and exhaustion raise."""
-    start = time.monotonic()
-    attempt = 0
-    while True:
-        try:
-            return run(attempt)
-        except CommitConflictError as e:
-            if not e.retryable or attempt >= retries or time.monotonic() - start > timeout:
-                if e.retryable and attempt >= retries:
-                    raise CommitConflictError(
-                        f"{e} -- gave up after {attempt} re-run(s) (conflictRetries={retries})",
-                        retryable=True,
-                        conflicting_version=e.conflicting_version,
-                    ) from e
-                raise
-            attempt += 1
-            delay = min(5.0, 0.05 * (2 ** min(attempt, 6))) * (0.5 + random.random())
-            log.info("retryable conflict (%s); re-running on the latest version in %.2fs", e, delay)
-            time.sleep(delay)
+    return run

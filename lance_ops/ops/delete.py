@@ -10,28 +10,31 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from ..results import CommitInfo
+from ..format.scan import ROW_ADDR
 from ..spark.frames import as_column, check_condition, describe, referenced_columns, scan_frame
-from ..spark.rowchanges import ACTION, DELETE, ROW_ADDR
+from ..spark.rowchanges import ACTION, DELETE
 from ..txn.log import Snapshot
 from ..txn.operations import Delete
-from .dml import Prepared, analysis_frame, change_context, run_aligned_changes, run_dml
+from ..txn.pipeline import StagedCommit
+from .dml import analysis_frame, change_context, run_aligned_changes
 
 
-def delete(spark, store, snapshot: Snapshot, condition, conflict_retries: int) -> CommitInfo:
+def delete(spark, snapshot: Snapshot, condition):
+    """``prepare(snapshot) -> StagedCommit`` of a delete; bad SQL raises
+    Spark's own error here, before any work."""
     predicate = describe(condition)
     if condition is not None:
-        # Analyze once up front: bad SQL raises Spark's error before any work.
         check_condition(analysis_frame(spark, snapshot), condition)
 
-    def prepare(snap: Snapshot) -> Prepared:
+    def prepare(snap: Snapshot) -> StagedCommit:
+        store = snap.store
         if condition is None:
             ids = [f.id for f in snap.fragments]
             rows = snap.num_rows()
             op = Delete([], ids, predicate)
             metrics = {"numDeletedRows": rows, "numRemovedFragments": len(ids), "numUpdatedFragments": 0,
                        "numAddedFiles": 0, "bytesWritten": 0}
-            return Prepared(op, metrics, {"predicate": predicate})
+            return StagedCommit(op, metrics, {"predicate": predicate})
         refs = referenced_columns(analysis_frame(spark, snap), [condition])
         data_cols = [c for c in refs if c in snap.schema.names]
         meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
@@ -48,6 +51,6 @@ def delete(spark, store, snapshot: Snapshot, condition, conflict_retries: int) -
             "numAddedFiles": len(updated),
             "bytesWritten": changes.deletion_bytes(store),
         }
-        return Prepared(op, metrics, {"predicate": predicate})
+        return StagedCommit(op, metrics, {"predicate": predicate})
 
-    return run_dml(spark, store, snapshot, "delete", prepare, conflict_retries)
+    return prepare

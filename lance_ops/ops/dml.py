@@ -1,24 +1,18 @@
 """Driver side of row-level changes (delete, update, merge): run the change
-pipeline of :mod:`lance_ops.spark.rowchanges` for one snapshot and commit, re-running
-the whole operation on the latest version after a retryable conflict."""
+pipeline of :mod:`lance_ops.spark.rowchanges` for one snapshot and collect
+what it wrote (metadata only); the operation modules turn that into a staged
+transaction."""
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Callable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..format.features import check_writable
-from ..format.scan import METADATA_COLUMNS
-from ..results import CommitInfo
+from ..format.scan import METADATA_COLUMNS, ROW_ADDR
 from ..spark.errors import executor_errors
 from ..spark.frames import empty_frame, keeps_scan_partitions, table_spark_schema, total_cores
-from ..spark.progress import spark_job
 from ..spark.rowchanges import (
     FRAGMENT_KEY,
     RESULT_SCHEMA,
-    ROW_ADDR,
     ChangeContext,
     ChangeSet,
     aligned_changes,
@@ -26,10 +20,7 @@ from ..spark.rowchanges import (
     fragment_changes,
     write_changes,
 )
-from ..txn.commit import commit
-from ..txn.log import Snapshot, open_snapshot
-from ..txn.operations import Operation, Transaction
-from .common import commit_info, properties, with_conflict_retries
+from ..txn.log import Snapshot
 
 
 def analysis_frame(spark, snapshot: Snapshot) -> DataFrame:
@@ -77,34 +68,3 @@ def run_grouped_changes(spark, requests: DataFrame, ctx: ChangeContext, key) -> 
     with executor_errors():
         rows = grouped.mapInArrow(write_changes(ctx), RESULT_SCHEMA).collect()
     return ChangeSet.from_rows([(r[0], bytes(r[1])) for r in rows])
-
-
-@dataclass
-class Prepared:
-    """One attempt's transaction and metrics."""
-
-    operation: Operation
-    metrics: dict
-    parameters: dict
-
-
-def run_dml(
-    spark,
-    store,
-    snapshot: Snapshot,
-    name: str,
-    prepare: Callable[[Snapshot], Prepared],
-    conflict_retries: int,
-) -> CommitInfo:
-    """Prepare (Spark job) and commit; on a retryable conflict re-run on the latest
-    version, up to ``conflict_retries`` times."""
-    def attempt(i: int) -> CommitInfo:
-        snap = snapshot if i == 0 else open_snapshot(store)
-        check_writable(snap.manifest, f"at {store.root}")
-        with spark_job(spark, name, store.root, snap.version, f"attempt {i + 1}" if i else ""):
-            prepared = prepare(snap)
-        txn = Transaction(snap.version, prepared.operation, properties=properties(prepared.parameters, prepared.metrics))
-        result = commit(store, txn)
-        return commit_info(result, snap.version, prepared.metrics, reruns=i)
-
-    return with_conflict_retries(attempt, conflict_retries)

@@ -32,9 +32,9 @@ from pyspark.sql import types as T
 
 from ..errors import InvalidArgumentError, LanceOpsError, SchemaMismatchError
 from ..format import rowids
+from ..format.messages import copy_message
 from ..format.scan import METADATA_COLUMNS, ROW_ADDR, ROW_ID
 from ..format.schema import Field
-from ..results import CommitInfo
 from ..spark.columnfiles import (
     CHANGED,
     ColumnFileContext,
@@ -59,16 +59,18 @@ from ..spark.rowchanges import RESULT_SCHEMA
 from ..spark.types import spark_arrow_schema, spark_schema
 from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_COLUMNS, Merge, Update
+from ..txn.pipeline import StagedCommit
 from .columns import schema_with_new_fields
-from .dml import Prepared, analysis_frame, run_dml
+from .dml import analysis_frame
 from .update import assignment_columns, check_assignments
 
 FRAGMENT_KEY = "_fragment"
 
 
 # ---------------------------------------------------------------- addColumns
-def add_columns(spark, store, snapshot: Snapshot, source, conflict_retries: int, *, read_columns=None,
-                output_schema=None, on=None) -> CommitInfo:
+def add_columns(spark, snapshot: Snapshot, source, *, read_columns=None, output_schema=None, on=None):
+    """``prepare(snapshot) -> StagedCommit`` of addColumns; names are checked
+    and SQL analyzed here, before any data is written."""
     if isinstance(source, dict):
         plan = _ExpressionColumns(source)
     elif isinstance(source, DataFrame):
@@ -77,10 +79,10 @@ def add_columns(spark, store, snapshot: Snapshot, source, conflict_retries: int,
         plan = _UdfColumns(source, read_columns, output_schema)
     else:
         raise InvalidArgumentError("addColumns takes a dict of SQL expressions, an Arrow batch function, or a DataFrame")
-    new_fields = plan.new_fields(spark, snapshot)  # names checked, SQL analyzed: before any data is written
+    new_fields = plan.new_fields(spark, snapshot)
     params = {"columns": ", ".join(f.name for f in new_fields), "source": plan.describe()}
 
-    def prepare(snap: Snapshot) -> Prepared:
+    def prepare(snap: Snapshot) -> StagedCommit:
         schema = schema_with_new_fields(snap, new_fields)
         added = [f for f in schema.fields if f.name in {n.name for n in new_fields}]
         ctx = ColumnFileContext(
@@ -94,8 +96,7 @@ def add_columns(spark, store, snapshot: Snapshot, source, conflict_retries: int,
             raise LanceOpsError(f"addColumns produced no column file for fragment(s) {missing}")
         fragments = []
         for frag in snap.fragments:
-            new = type(frag)()
-            new.CopyFrom(frag)
+            new = copy_message(frag)
             new.files.append(results[frag.id][0])
             fragments.append(new)
         op = Merge(fragments, schema)
@@ -106,9 +107,9 @@ def add_columns(spark, store, snapshot: Snapshot, source, conflict_retries: int,
             "numUpdatedFragments": len(files),
             "bytesWritten": sum(df.file_size_bytes for df in files),
         }
-        return Prepared(op, metrics, params)
+        return StagedCommit(op, metrics, params)
 
-    return run_dml(spark, store, snapshot, "addColumns", prepare, conflict_retries)
+    return prepare
 
 
 def _check_new_names(snapshot: Snapshot, names: list[str]) -> None:
@@ -274,14 +275,16 @@ def _collect(df: DataFrame) -> dict:
 
 
 # ------------------------------------------------------------ rewriteColumns
-def rewrite_columns(spark, store, snapshot: Snapshot, exprs: dict, condition, conflict_retries: int) -> CommitInfo:
+def rewrite_columns(spark, snapshot: Snapshot, exprs: dict, condition):
+    """``prepare(snapshot) -> StagedCommit`` of rewriteColumns; bad SQL
+    raises Spark's own error here, before any work."""
     check_assignments(snapshot, exprs)
     frame = analysis_frame(spark, snapshot)  # bad SQL fails here, before any work
     check_condition(frame, condition)
     frame.select(*assignment_columns(snapshot, exprs))
     params = {"columns": ", ".join(f"{c} = {describe(v)}" for c, v in exprs.items()), "predicate": describe(condition)}
 
-    def prepare(snap: Snapshot) -> Prepared:
+    def prepare(snap: Snapshot) -> StagedCommit:
         fields = [snap.schema.field(c) for c in exprs]
         ctx = ColumnFileContext(
             store=snap.store, schema=snap.schema, fields=fields, file_version=snap.data_format_version,
@@ -306,9 +309,9 @@ def rewrite_columns(spark, store, snapshot: Snapshot, exprs: dict, condition, co
             "numAddedFiles": len(files),
             "bytesWritten": sum(df.file_size_bytes for df in files),
         }
-        return Prepared(op, metrics, params)
+        return StagedCommit(op, metrics, params)
 
-    return run_dml(spark, store, snapshot, "rewriteColumns", prepare, conflict_retries)
+    return prepare
 
 
 def _rewrite_op(snap: Snapshot, fields: list[Field], results: dict) -> Update:
@@ -321,8 +324,7 @@ def _rewrite_op(snap: Snapshot, fields: list[Field], results: dict) -> Update:
         df, changed = results.get(frag.id, (None, BitMap()))
         if df is None:
             continue
-        new = type(frag)()
-        new.CopyFrom(frag)
+        new = copy_message(frag)
         for old in new.files:
             patched = [-2 if x in replaced else x for x in old.fields]
             if patched != list(old.fields):

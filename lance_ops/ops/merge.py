@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..errors import InvalidArgumentError, SchemaMismatchError
-from ..results import CommitInfo
+from ..format.scan import ROW_ADDR
 from ..spark.frames import (
     as_column,
     describe,
@@ -34,11 +34,12 @@ from ..spark.frames import (
     scan_frame,
     table_spark_schema,
 )
-from ..spark.rowchanges import ACTION, DELETE, INSERT_ACTION, ROW_ADDR, UPDATE
-from ..txn.log import Snapshot, open_snapshot
-from ..txn.operations import REWRITE_ROWS, Update
-from .columns import add_null_columns
-from .dml import Prepared, change_context, run_dml, run_grouped_changes
+from ..spark.rowchanges import ACTION, DELETE, INSERT_ACTION, UPDATE
+from ..txn.log import Snapshot
+from ..txn.operations import REWRITE_ROWS, Merge, Update
+from ..txn.pipeline import StagedCommit
+from .columns import schema_with_new_fields
+from .dml import change_context, run_grouped_changes
 
 MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE = "matched", "notMatched", "notMatchedBySource"
 T_PRESENT, S_PRESENT, CLAUSE = "__lance_t", "__lance_s", "__lance_clause"
@@ -107,23 +108,23 @@ class MergeBuilder:
         self._schema_evolution = True
         return self
 
-    def execute(self) -> CommitInfo:
+    def execute(self, commitProperties: dict | None = None):
+        """Run the merge; returns a CommitInfo."""
         t = self._table
         t._writable()
-        info = merge(
-            t._spark, t._store, t._snapshot, self._source, self._condition, list(self._clauses),
-            self._schema_evolution, t.conflictRetries,
-        )
-        return t._moved(info)
+        prepare = merge(t._spark, t.snapshot, self._source, self._condition, list(self._clauses), self._schema_evolution)
+        return t._run("merge", prepare, commitProperties)
 
 
 # ---------------------------------------------------------------------------
 
 
-def _resolve_columns(snapshot: Snapshot, source: DataFrame, clauses: list[Clause], evolve: bool) -> Snapshot:
-    """Check column mapping; with schema evolution add missing target columns."""
+def _new_columns(snapshot: Snapshot, source: DataFrame, clauses: list[Clause], evolve: bool) -> list:
+    """Check the column mapping; the source columns schema evolution adds
+    (empty without ``withSchemaEvolution()``)."""
     table_cols = snapshot.schema.names
     src_cols = source.columns
+    extra = []
     if any(c.all_columns for c in clauses):
         missing = [c for c in table_cols if c not in src_cols]
         if missing:
@@ -134,15 +135,21 @@ def _resolve_columns(snapshot: Snapshot, source: DataFrame, clauses: list[Clause
                 f"updateAll/insertAll: source column(s) {extra} are not in the target; "
                 "use withSchemaEvolution() to add them"
             )
-        if extra:
-            fields = [source.schema[c] for c in extra]
-            snapshot = add_null_columns(snapshot, fields, {"lance_ops.param.reason": "merge schema evolution"}).snapshot
-    names = set(snapshot.schema.names)
+    names = set(table_cols) | set(extra)
     for c in clauses:
         for col in (c.assignments or {}):
             if col not in names:
                 raise SchemaMismatchError(f"{c.kind} {c.action}: unknown target column {col!r}")
-    return snapshot
+    return [source.schema[c] for c in extra]
+
+
+def _evolved(snap: Snapshot, new_fields) -> tuple[Snapshot, Merge | None]:
+    """The snapshot as it will be once the new columns are added (in memory:
+    nothing is committed) and the schema-only Merge that adds them."""
+    if not new_fields:
+        return snap, None
+    schema = schema_with_new_fields(snap, new_fields)
+    return snap.with_schema(schema), Merge(list(snap.fragments), schema)
 
 
 #: Sources up to this many rows are broadcast: the target is then streamed
@@ -151,22 +158,27 @@ def _resolve_columns(snapshot: Snapshot, source: DataFrame, clauses: list[Clause
 DEFAULT_BROADCAST_SOURCE_ROWS = 2_000_000
 
 
-def merge(spark, store, snapshot: Snapshot, source: DataFrame, condition, clauses: list[Clause],
-          schema_evolution: bool, conflict_retries: int) -> CommitInfo:
+def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list[Clause], schema_evolution: bool):
+    """``prepare(snapshot) -> StagedCommit`` of a merge. Everything is checked
+    before any work: the column mapping, and every clause's SQL analyzed by
+    Spark against the target as schema evolution will leave it (in memory).
+    With schema evolution the new columns are committed by a schema-only
+    Merge just before the merge's Update (pylance's schema-only add_columns),
+    both after all data is written: a failed merge commits nothing."""
     if not clauses:
         raise InvalidArgumentError("merge needs at least one when... clause")
     if condition is None:
         raise InvalidArgumentError("merge needs a condition, e.g. 't.id = s.id'")
-    evolved = _resolve_columns(snapshot, source, clauses, schema_evolution)
-    evolved_version = evolved.version if evolved.version != snapshot.version else None
+    new_fields = _new_columns(snapshot, source, clauses, schema_evolution)
+    MergePlan(spark, _evolved(snapshot, new_fields)[0], source, condition, clauses).analyze()
     params = {"condition": describe(condition), "clauses": " | ".join(c.describe() for c in clauses)}
-    if evolved_version is not None:
-        params["schemaEvolvedInVersion"] = str(evolved_version)
-    MergePlan(spark, evolved, source, condition, clauses).analyze()  # bad SQL fails before any work
+    if new_fields:
+        params["addedColumns"] = ", ".join(f.name for f in new_fields)
     limit = int(spark.conf.get("spark.lance_ops.merge.broadcastSourceRows", str(DEFAULT_BROADCAST_SOURCE_ROWS)))
 
-    def prepare(snap: Snapshot) -> Prepared:
-        plan = MergePlan(spark, snap, source, condition, clauses)
+    def prepare(disk: Snapshot) -> StagedCommit:
+        snap, add_columns = _evolved(disk, new_fields)
+        plan = MergePlan(spark, snap, source, condition, clauses, disk=disk)
         try:
             requests, key, source_rows = plan.requests(broadcast_limit=limit)
             only_unconditional_delete = [(c.action, c.condition) for c in clauses if c.kind == MATCHED] == [("delete", None)]
@@ -192,16 +204,18 @@ def merge(spark, store, snapshot: Snapshot, source: DataFrame, condition, clause
             "numRemovedFragments": len(changes.removed),
             "numUpdatedFragments": len(op.updated_fragments),
             "numAddedFragments": len(op.new_fragments),
-            "bytesWritten": changes.deletion_bytes(store)
+            "bytesWritten": changes.deletion_bytes(snap.store)
             + sum(df.file_size_bytes for f in op.new_fragments for df in f.files),
         }
-        return Prepared(op, metrics, params)
+        if add_columns is None:
+            return StagedCommit(op, metrics, params)
+        metrics["numAddedColumns"] = len(new_fields)
+        return StagedCommit(
+            op, metrics, params, before=[add_columns],
+            finish=lambda results: metrics.update(schemaEvolvedInVersion=results[0].version),
+        )
 
-    base = open_snapshot(store, evolved.version) if evolved_version is not None else snapshot
-    info = run_dml(spark, store, base, "merge", prepare, conflict_retries)
-    if evolved_version is not None:
-        info.metrics["schemaEvolvedInVersion"] = evolved_version
-    return info
+    return prepare
 
 
 SOURCE_ID = "__lance_sid"
@@ -222,8 +236,11 @@ class MergePlan:
       both sides shuffled.
     """
 
-    def __init__(self, spark, snap: Snapshot, source: DataFrame, condition, clauses: list[Clause]):
+    def __init__(self, spark, snap: Snapshot, source: DataFrame, condition, clauses: list[Clause],
+                 disk: Snapshot | None = None):
         self.spark, self.snap, self.source = spark, snap, source
+        #: The committed version ``snap`` evolves (columns it lacks read as null).
+        self.disk = disk or snap
         self.condition, self.clauses = condition, clauses
         table_spark = table_spark_schema(snap)
         self.types = {f.name: f.dataType for f in table_spark.fields}
@@ -263,7 +280,12 @@ class MergePlan:
     def requests(self, broadcast_limit: int):
         """(change requests, group key, number of source rows)."""
         narrow = self.analyze()
-        target = scan_frame(self.spark, self.snap, narrow, [ROW_ADDR]).withColumn(T_PRESENT, F.lit(True))
+        on_disk = set(self.disk.schema.names)
+        target = scan_frame(self.spark, self.disk, [c for c in narrow if c in on_disk], [ROW_ADDR])
+        for c in narrow:
+            if c not in on_disk:  # added by schema evolution: null in every existing row
+                target = target.withColumn(c, F.lit(None).cast(self.types[c]))
+        target = target.withColumn(T_PRESENT, F.lit(True))
         key = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.spark_partition_id()).otherwise(
             F.shiftright(F.col(ROW_ADDR), 32)
         )

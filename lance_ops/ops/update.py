@@ -11,8 +11,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from ..errors import InvalidArgumentError, SchemaMismatchError
-from ..format.scan import METADATA_COLUMNS
-from ..results import CommitInfo
+from ..format.scan import METADATA_COLUMNS, ROW_ADDR
 from ..spark.frames import (
     as_column,
     check_condition,
@@ -21,10 +20,11 @@ from ..spark.frames import (
     scan_frame,
     table_spark_schema,
 )
-from ..spark.rowchanges import ACTION, ROW_ADDR, UPDATE
+from ..spark.rowchanges import ACTION, UPDATE
 from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_ROWS, Update
-from .dml import Prepared, analysis_frame, change_context, run_aligned_changes, run_dml
+from ..txn.pipeline import StagedCommit
+from .dml import analysis_frame, change_context, run_aligned_changes
 
 
 def check_assignments(snapshot: Snapshot, assignments: dict) -> None:
@@ -45,7 +45,9 @@ def assignment_columns(snapshot: Snapshot, assignments: dict) -> list:
     return [as_column(v).cast(types[c]).alias(c) for c, v in assignments.items()]
 
 
-def update(spark, store, snapshot: Snapshot, condition, assignments: dict, conflict_retries: int) -> CommitInfo:
+def update(spark, snapshot: Snapshot, condition, assignments: dict):
+    """``prepare(snapshot) -> StagedCommit`` of an update; bad SQL raises
+    Spark's own error here, before any work."""
     check_assignments(snapshot, assignments)
     predicate = describe(condition)
     exprs = ([condition] if condition is not None else []) + list(assignments.values())
@@ -54,7 +56,8 @@ def update(spark, store, snapshot: Snapshot, condition, assignments: dict, confl
     frame.select(*assignment_columns(snapshot, assignments))
     params = {"predicate": predicate, "set": ", ".join(f"{c} = {describe(v)}" for c, v in assignments.items())}
 
-    def prepare(snap: Snapshot) -> Prepared:
+    def prepare(snap: Snapshot) -> StagedCommit:
+        store = snap.store
         refs = referenced_columns(analysis_frame(spark, snap), exprs)
         data_cols = [c for c in refs if c in snap.schema.names]
         meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
@@ -84,6 +87,6 @@ def update(spark, store, snapshot: Snapshot, condition, assignments: dict, confl
             "bytesWritten": changes.deletion_bytes(store)
             + sum(df.file_size_bytes for f in op.new_fragments for df in f.files),
         }
-        return Prepared(op, metrics, params)
+        return StagedCommit(op, metrics, params)
 
-    return run_dml(spark, store, snapshot, "update", prepare, conflict_retries)
+    return prepare

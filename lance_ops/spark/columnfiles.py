@@ -36,13 +36,13 @@ from ..errors import DuplicateMatchError, LanceOpsError
 from ..format.datafile import DataFileWriter
 from ..format.deletion import read_deletion_vector
 from ..format.proto import table_pb2
-from ..format.scan import FragmentScan, scan_fragment
+from ..format.scan import ROW_ADDR, FragmentScan, scan_fragment
 from ..format.schema import Field, Schema
 from ..format.writer import conform_batch
 from ..storage.objectstore import ObjectStore
+from .errors import executor_task
 from .types import to_spark_batch
 
-ROW_ADDR = "_rowaddr"
 #: Boolean column: the row's value changed (rewriteColumns with a condition).
 CHANGED = "_lance_changed"
 COLUMN_FILE = "column_file"
@@ -203,6 +203,7 @@ def aligned_column_files(ctx: ColumnFileContext):
     """``mapInArrow`` function over (``_rowaddr``, new columns[, changed flag])
     straight from a whole-fragment scan: streams each fragment's column file."""
 
+    @executor_task
     def run(batches):
         writer: FragmentColumnWriter | None = None
         current = None
@@ -236,6 +237,7 @@ def aligned_column_files(ctx: ColumnFileContext):
 def grouped_column_files(ctx: ColumnFileContext):
     """``applyInArrow`` function: all live rows of one fragment (any order)."""
 
+    @executor_task
     def run(key, table):  # no annotations: pyspark infers the UDF kind from them
         fid = int(key[0].as_py())
         batch = table.combine_chunks().to_batches()[0] if table.num_rows else None
@@ -264,6 +266,7 @@ def function_column_files(ctx: ColumnFileContext, read_columns: list[str], colum
     would hand it -- and write the fragment's column file. Returns (kind,
     payload) pairs like the other paths."""
 
+    @executor_task
     def run(fragments: list[bytes]) -> list[tuple[str, bytes]]:
         out = []
         for raw in fragments:

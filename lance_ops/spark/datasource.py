@@ -69,7 +69,10 @@ from ..format.scan import (
     live_rows,
     scan_fragment,
 )
+from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
 from ..storage.objectstore import ObjectStore
+from ..txn.log import open_version
+from .errors import executor_task
 from .types import spark_arrow_schema, spark_schema, to_spark_batch
 
 DEFAULT_ROWS_PER_PARTITION = 1 << 20
@@ -127,14 +130,6 @@ class ReadOptions:
         )
 
 
-def resolve_snapshot(store: ObjectStore, version: str | int | None):
-    """Snapshot for a version number, a tag name or None (latest)."""
-    from ..txn.log import open_snapshot
-    from ..txn.refs import resolve_version
-
-    return open_snapshot(store, resolve_version(store, version))
-
-
 # ---------------------------------------------------------------------------
 # Reading
 # ---------------------------------------------------------------------------
@@ -188,7 +183,7 @@ class LanceScanReader(DataSourceReader):
     def __init__(self, opts: ReadOptions, version: int, spark_schema_: T.StructType):
         self.store = ObjectStore(opts.path, opts.storage_options)
         self.version = version
-        snapshot = resolve_snapshot(self.store, version)
+        snapshot = open_version(self.store, version)
         self.lance_schema = snapshot.schema
         self.stable_row_ids = snapshot.stable_row_ids
         names = spark_schema_.fieldNames()
@@ -213,6 +208,7 @@ class LanceScanReader(DataSourceReader):
         # Never an empty list: Spark would substitute a bare InputPartition.
         return plan_partitions(fragments, self.rows_per_partition, self.split_fragments) or [ScanPartition([])]
 
+    @executor_task
     def read(self, partition: ScanPartition):
         keep = compile_filters(self.filters, self.arrow_target) if self.filters else None
         for frag_bytes, start, end in partition.pieces:
@@ -356,6 +352,7 @@ class FragmentsMessage(WriterCommitMessage):
 
 class LanceDataSourceWriter(DataSourceArrowWriter):
     def __init__(self, options, schema: T.StructType, overwrite: bool):
+        from ..txn.log import latest_or_none
         from .write import plan_write
 
         opts = {k.lower(): v for k, v in dict(options).items()}
@@ -364,13 +361,20 @@ class LanceDataSourceWriter(DataSourceArrowWriter):
             raise InvalidArgumentError("the lance data source needs a path: .save(uri)")
         storage = {k[len("storage."):]: v for k, v in dict(options).items() if k.lower().startswith("storage.")}
         store = ObjectStore(path, storage)
+        self.snapshot = latest_or_none(store)
         self.plan = plan_write(
             store,
             schema,
             "overwrite" if overwrite else "append",
+            snapshot=self.snapshot,
             stable_row_ids=_truthy(opts.get("stablerowids", True)),
-            max_rows_per_fragment=int(opts.get("maxrowsperfragment") or (1 << 20)),
+            max_rows_per_fragment=int(opts.get("maxrowsperfragment") or DEFAULT_MAX_ROWS_PER_FRAGMENT),
         )
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("snapshot", None)  # metadata of the driver's planning, not shipped
+        return state
 
     def write(self, iterator):
         from .write import write_task
@@ -378,10 +382,16 @@ class LanceDataSourceWriter(DataSourceArrowWriter):
         return FragmentsMessage(list(write_task(self.plan, iterator)))
 
     def commit(self, messages):
-        from .write import commit_write
+        from ..txn.log import open_snapshot
+        from ..txn.pipeline import WriteOptions, execute
+        from .write import must_not_exist, new_table, staged_write
 
         frags = [f for m in messages if m is not None for f in m.fragments]
-        commit_write(self.plan, frags)
+        staged = staged_write(self.plan, frags)
+        checks = [] if self.plan.exists else [must_not_exist]
+        # (Spark may commit through an unpickled copy of this writer)
+        read = open_snapshot(self.plan.store, self.plan.read_version) if self.plan.exists else None
+        execute(self.plan.store, read, lambda snap: staged, WriteOptions(checks=checks, new_table=new_table(self.plan)))
 
     def abort(self, messages):
         for m in messages:
@@ -418,7 +428,7 @@ class LanceDataSource(DataSource):
     def schema(self):
         opts = self._opts()
         store = ObjectStore(opts.path, opts.storage_options)
-        snap = resolve_snapshot(store, opts.version)
+        snap = open_version(store, opts.version)
         # Pin the version: the reader runs in another process, maybe after a commit.
         self._resolved_version = snap.version
         return spark_schema(snap.schema, opts.columns, opts.metadata)
@@ -428,7 +438,7 @@ class LanceDataSource(DataSource):
         version = self._resolved_version
         if version is None:
             store = ObjectStore(opts.path, opts.storage_options)
-            version = resolve_snapshot(store, opts.version).version
+            version = open_version(store, opts.version).version
         return self.reader_class(opts, version, schema)
 
     def writer(self, schema: T.StructType, overwrite: bool):

@@ -8,24 +8,20 @@ long-running ones -- on the ``lance_ops.progress`` logger::
 
     [lance_ops] delete /data/t.lance v11 -> scan: stage 7 done, 40/40 tasks in 3.1s
 
-Silence it with ``logging.getLogger("lance_ops.progress").setLevel("WARNING")``.
+The library only logs (the ``lance_ops`` logger has a ``NullHandler``): an
+application shows the lines by configuring logging, e.g.
+``logging.basicConfig(level="INFO")`` or :func:`lance_ops.log_to_stderr`,
+and Airflow and notebooks capture them like any other log record.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
-import sys
 import threading
 import time
 import uuid
 
 log = logging.getLogger("lance_ops.progress")
-if not log.handlers:
-    _h = logging.StreamHandler(sys.stderr)
-    _h.setFormatter(logging.Formatter("[lance_ops] %(message)s"))
-    log.addHandler(_h)
-    log.setLevel(logging.INFO)
-    log.propagate = False
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ from ..format.scan import ROW_CREATED, ROW_ID, ROW_UPDATED, FragmentScan, scan_f
 from ..format.schema import Schema
 from ..format.writer import FragmentSink
 from ..storage.objectstore import ObjectStore
+from .errors import executor_task
 
 
 @dataclass
@@ -27,6 +28,7 @@ class RewriteContext:
     max_rows_per_fragment: int
 
 
+@executor_task
 def rewrite_group(ctx: RewriteContext, fragments: list[bytes]) -> list[bytes]:
     names = ctx.schema.names
     meta = [ROW_ID, ROW_CREATED, ROW_UPDATED] if ctx.stable_row_ids else []

@@ -37,13 +37,13 @@ from pyspark.sql import types as T
 from ..errors import DuplicateMatchError, LanceOpsError
 from ..format.deletion import read_deletion_vector, write_deletion_vector
 from ..format.proto import table_pb2
-from ..format.scan import ROW_CREATED, ROW_ID, FragmentScan, scan_fragment
+from ..format.scan import ROW_ADDR, ROW_CREATED, ROW_ID, FragmentScan, scan_fragment
 from ..format.schema import Schema
-from ..format.writer import FragmentSink
+from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT, FragmentSink
 from ..storage.objectstore import ObjectStore
+from .errors import executor_task
 from .types import spark_arrow_schema, to_spark_batch
 
-ROW_ADDR = "_rowaddr"
 ACTION = "_action"
 UPDATE = "U"
 DELETE = "D"
@@ -74,7 +74,7 @@ class ChangeContext:
     file_version: str
     fragments: dict[int, bytes]
     assigned: list[str]
-    max_rows_per_fragment: int = 1 << 20
+    max_rows_per_fragment: int = DEFAULT_MAX_ROWS_PER_FRAGMENT
     #: Merge with only unconditional delete clauses may match a row twice.
     allow_duplicate_matches: bool = False
 
@@ -162,6 +162,7 @@ def fragment_changes(ctx: ChangeContext):
     its marker and rewritten rows out (negative keys: merge inserts)."""
     schemas = _Schemas(ctx)
 
+    @executor_task
     def run(key, table):  # no annotations: pyspark infers the UDF kind from them
         frag_id = int(key[0].as_py())
         if frag_id < 0:  # merge inserts (spread over negative keys)
@@ -178,6 +179,7 @@ def aligned_changes(ctx: ChangeContext):
     in the same task -- no shuffle. Emits (kind, payload) metadata rows."""
     schemas = _Schemas(ctx)
 
+    @executor_task
     def run(batches):
         writer = _ChangeWriter(ctx)
         done: set[int] = set()
@@ -334,6 +336,7 @@ def write_changes(ctx: ChangeContext):
     inserted rows into new fragments (moved rows keep their ids), markers passed
     through; emits (kind, payload)."""
 
+    @executor_task
     def run(batches):
         writer = _ChangeWriter(ctx)
         try:

@@ -232,3 +232,19 @@ __all__ = [
     "spark_type", "spark_field", "spark_schema", "spark_arrow_schema", "to_spark_batch",
     "arrow_schema_for_spark", "lance_schema_for_spark", "comparable", "Field",
 ]
+
+
+#: ``history()`` as a DataFrame (the core's history rows, Delta's columns).
+HISTORY_SCHEMA = T.StructType(
+    [
+        T.StructField("version", T.LongType(), False),
+        T.StructField("timestamp", T.TimestampType(), True),
+        T.StructField("operation", T.StringType(), True),
+        T.StructField("readVersion", T.LongType(), True),
+        T.StructField("operationParameters", T.MapType(T.StringType(), T.StringType()), True),
+        T.StructField("operationMetrics", T.MapType(T.StringType(), T.StringType()), True),
+        T.StructField("userMetadata", T.MapType(T.StringType(), T.StringType()), True),
+        T.StructField("writer", T.StringType(), True),
+        T.StructField("transactionUuid", T.StringType(), True),
+    ]
+)

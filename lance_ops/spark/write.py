@@ -7,7 +7,8 @@
   picklable :class:`WritePlan`.
 * :func:`write_task` (executor) streams a partition's Arrow batches into data
   files and returns the serialized fragments (metadata only).
-* :func:`commit_write` (driver) commits one Append or Overwrite transaction.
+* :func:`staged_write` (driver) stages one Append or Overwrite transaction for
+  the commit pipeline (:mod:`lance_ops.txn.pipeline`).
 
 Used by ``LanceTable.create/append/overwrite`` (through ``mapInArrow``) and by
 the ``lance`` data source's writer.
@@ -20,20 +21,16 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from ..errors import (
-    InvalidArgumentError,
-    ReadOnlyVersionError,
-    SchemaMismatchError,
-    TableExistsError,
-    TableNotFoundError,
-)
+from ..errors import InvalidArgumentError, SchemaMismatchError, TableExistsError
 from ..format.proto import table_pb2
 from ..format.schema import Schema
 from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT, write_fragments
 from ..storage.objectstore import ObjectStore
-from ..txn.commit import CommitResult, commit
-from ..txn.log import Snapshot, open_snapshot
-from ..txn.operations import Append, Overwrite, Transaction
+from ..txn.commit import CheckContext, NewTable
+from ..txn.log import Snapshot
+from ..txn.operations import Append, Overwrite
+from ..txn.pipeline import StagedCommit
+from .errors import executor_task
 from .types import comparable, lance_schema_for_spark, spark_schema
 
 MODES = ("create", "append", "overwrite")
@@ -66,15 +63,12 @@ def plan_write(
     max_rows_per_fragment: int = DEFAULT_MAX_ROWS_PER_FRAGMENT,
     data_format: str | None = None,
 ) -> WritePlan:
+    """The write's target schema and what executors need; ``snapshot`` is the
+    table's current version (None: no table at ``store`` yet)."""
     if mode not in MODES:
         raise InvalidArgumentError(f"write mode must be one of {MODES}, got {mode!r}")
     if max_rows_per_fragment <= 0:
         raise InvalidArgumentError("maxRowsPerFragment must be positive")
-    if snapshot is None:
-        try:
-            snapshot = open_snapshot(store)
-        except TableNotFoundError:
-            snapshot = None
     if snapshot is not None and mode == "create":
         raise TableExistsError(f"a Lance table already exists at {store.root} (version {snapshot.version})")
     if snapshot is None and mode == "append":
@@ -142,6 +136,7 @@ def write_task(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> Iterator[b
 def map_in_arrow_writer(plan: WritePlan):
     """A function for ``DataFrame.mapInArrow`` returning one row per fragment."""
 
+    @executor_task
     def run(batches):
         out = list(write_task(plan, batches))
         if out:
@@ -150,33 +145,28 @@ def map_in_arrow_writer(plan: WritePlan):
     return run
 
 
-def commit_write(plan: WritePlan, fragments: list[bytes], *, properties=None) -> CommitResult:
+def staged_write(plan: WritePlan, fragments: list[bytes]) -> StagedCommit:
+    """One Append or Overwrite of the written fragments."""
     frags = [table_pb2.DataFragment.FromString(b) for b in fragments]
-    if plan.mode == "append":
-        op = Append(frags)
-    else:
-        op = Overwrite(frags, plan.schema)
-    txn = Transaction(plan.read_version, op, properties=dict(properties or {}))
-    try:
-        return commit(
-            plan.store, txn, stable_row_ids=plan.stable_row_ids, data_format=plan.file_version
-        )
-    except Exception as e:
-        from ..errors import CommitConflictError
-
-        if isinstance(e, CommitConflictError) and plan.mode == "create" and not plan.exists:
-            raise TableExistsError(f"a table was created at {plan.store.root} concurrently") from e
-        if isinstance(e, CommitConflictError) and e.retryable and plan.mode == "overwrite":
-            # An overwrite does not depend on what it read: re-commit on top.
-            latest = open_snapshot(plan.store)
-            txn = Transaction(latest.version, op, properties=dict(properties or {}))
-            return commit(plan.store, txn, stable_row_ids=plan.stable_row_ids, data_format=plan.file_version)
-        raise
+    op = Append(frags) if plan.mode == "append" else Overwrite(frags, plan.schema)
+    metrics = {
+        "numInsertedRows": sum(f.physical_rows for f in frags),
+        "numAddedFragments": len(frags),
+        "numAddedFiles": sum(len(f.files) for f in frags),
+        "bytesWritten": sum(df.file_size_bytes for f in frags for df in f.files),
+    }
+    # Neither depends on the version it read: after a retryable conflict the
+    # same files are committed on the latest version (a create is not: a
+    # table that appeared meanwhile is not ours, see must_not_exist).
+    return StagedCommit(op, metrics, {"mode": plan.mode}, reusable=plan.exists)
 
 
-def refuse_time_travel(pinned: bool, version: int) -> None:
-    if pinned:
-        raise ReadOnlyVersionError(
-            f"this handle reads version {version} (time travel) and is read-only; open the "
-            "table without a version to write"
-        )
+def new_table(plan: WritePlan) -> NewTable:
+    return NewTable(stable_row_ids=plan.stable_row_ids, data_format=plan.file_version)
+
+
+def must_not_exist(ctx: CheckContext) -> None:
+    """Check for creating writes: a table that appeared concurrently is not
+    ours to overwrite or append to."""
+    if ctx.base is not None:
+        raise TableExistsError(f"a table was created at {ctx.store.root} concurrently (version {ctx.base.version})")

@@ -8,15 +8,9 @@ schemes the codec cannot open itself (``memory://`` and other fsspec-only
 filesystems) the store *stages* data files through a local temporary file
 (:meth:`codec_staging`), so every fsspec filesystem works.
 
-Commits need an atomic put-if-not-exists for the next manifest
-(:meth:`put_if_not_exists`). It is implemented without check-then-write:
-
-* local file systems: write a temporary file next to the target, then
-  ``os.link`` it to the final name (fails if the name exists), then unlink;
-* ``memory://``: a check-and-write under a process-wide lock (the memory
-  filesystem only exists inside one process, so this is atomic for it);
-* anything else: refused with :class:`UnsupportedFeatureError` unless an
-  external manifest store is configured (see :mod:`.external`).
+How versions are committed (an atomic put-if-not-exists of the next
+manifest) is not the store's business but its commit handler's
+(:attr:`ObjectStore.commit_handler`, :mod:`.commit`).
 
 ``storage_options`` go to both fsspec and the codec: keys prefixed ``fsspec.``
 go only to fsspec (prefix stripped), keys prefixed ``lance.`` only to the codec;
@@ -27,22 +21,16 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
 import uuid
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
 import fsspec
 
-from ..errors import UnsupportedFeatureError
-
 #: Schemes pylance's file codec opens directly.
 CODEC_NATIVE_SCHEMES = {"file", "s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "oss", "hf"}
-#: Schemes with an atomic put-if-not-exists implemented here.
-ATOMIC_CREATE_SCHEMES = {"file", "memory"}
-
-_MEMORY_LOCK = threading.Lock()
 
 # s3fs keyword names for object-store option keys the Lance codec understands.
 _S3FS_KEYS = {
@@ -115,7 +103,6 @@ class ObjectStore:
         self.fs = fsspec.filesystem(self.scheme, **fs_kwargs)
         self.is_local = self.scheme == "file"
         self.codec_native = self.scheme in CODEC_NATIVE_SCHEMES
-        self.supports_atomic_create = self.scheme in ATOMIC_CREATE_SCHEMES
         # fsspec's own spelling of the root (protocol stripped).
         self._fs_root = self.fs._strip_protocol(self.root).rstrip("/")
 
@@ -124,6 +111,14 @@ class ObjectStore:
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.root!r})"
+
+    @cached_property
+    def commit_handler(self):
+        """How versions of the table at this root are found and committed
+        (:func:`lance_ops.storage.commit.handler_for`)."""
+        from .commit import handler_for
+
+        return handler_for(self)
 
     # ------------------------------------------------------------------ paths
     def path(self, rel: str = "") -> str:
@@ -193,37 +188,6 @@ class ObjectStore:
             os.replace(tmp, target)
             return
         self.fs.pipe_file(target, data)
-
-    def put_if_not_exists(self, rel: str, data: bytes) -> bool:
-        """Atomically create ``rel`` with ``data``; False if it already exists."""
-        target = self.path(rel)
-        if self.is_local:
-            d = os.path.dirname(target)
-            os.makedirs(d, exist_ok=True)
-            # The temp name does not end in ".manifest", so readers ignore it.
-            tmp = os.path.join(d, f".tmp-{uuid.uuid4().hex}")
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            try:
-                os.link(tmp, target)
-                return True
-            except FileExistsError:
-                return False
-            finally:
-                os.unlink(tmp)
-        if self.scheme == "memory":
-            with _MEMORY_LOCK:
-                if self.fs.exists(target):
-                    return False
-                self.fs.pipe_file(target, data)
-                return True
-        raise UnsupportedFeatureError(
-            f"{self.scheme}:// has no atomic put-if-not-exists in lance_ops; commits to "
-            f"{self.root} are refused (concurrent writers could overwrite each other's "
-            "versions). Use a local path, or an external manifest store."
-        )
 
     def delete(self, rel: str) -> None:
         try:

@@ -31,6 +31,7 @@ from ..format.features import (
     FLAG_STABLE_ROW_IDS,
     compute_flags,
 )
+from ..format.messages import copy_message
 from ..format.proto import table_pb2
 from ..format.schema import Schema
 from ..version import __version__
@@ -101,8 +102,8 @@ def build_manifest(ctx: BuildContext, txn: Transaction) -> tuple[table_pb2.Manif
     m.ClearField("tag")
     draft = Draft(
         manifest=m,
-        fragments=[_copy(f) for f in prev.fragments] if prev else [],
-        indices=[_copy_index(i) for i in prev.indices] if prev else [],
+        fragments=[copy_message(f) for f in prev.fragments] if prev else [],
+        indices=[copy_message(i) for i in prev.indices] if prev else [],
         stable_row_ids=prev.stable_row_ids if prev else ctx.stable_row_ids,
     )
     if prev is None:
@@ -111,18 +112,6 @@ def build_manifest(ctx: BuildContext, txn: Transaction) -> tuple[table_pb2.Manif
     apply_operation(txn.operation, draft, ctx)
     _finish(draft, ctx, txn)
     return draft.manifest, draft.indices
-
-
-def _copy(f: Fragment) -> Fragment:
-    g = Fragment()
-    g.CopyFrom(f)
-    return g
-
-
-def _copy_index(i: table_pb2.IndexMetadata) -> table_pb2.IndexMetadata:
-    g = table_pb2.IndexMetadata()
-    g.CopyFrom(i)
-    return g
 
 
 # ---------------------------------------------------------------------------
@@ -152,7 +141,7 @@ def _require_fragments(draft: Draft, ids, what: str) -> None:
 
 @apply_operation.register
 def _(op: Append, draft, ctx):
-    news = [_copy(f) for f in op.fragments]
+    news = [copy_message(f) for f in op.fragments]
     draft.fragments.extend(news)
     draft.new_fragments.extend(news)
 
@@ -162,7 +151,7 @@ def _(op: Delete, draft, ctx):
     _require_fragments(draft, [f.id for f in op.updated_fragments] + list(op.deleted_fragment_ids), "delete")
     pos = _by_id(draft)
     for f in op.updated_fragments:
-        draft.fragments[pos[f.id]] = _copy(f)
+        draft.fragments[pos[f.id]] = copy_message(f)
     gone = set(op.deleted_fragment_ids)
     draft.fragments = [f for f in draft.fragments if f.id not in gone]
 
@@ -170,7 +159,7 @@ def _(op: Delete, draft, ctx):
 @apply_operation.register
 def _(op: Overwrite, draft, ctx):
     m = draft.manifest
-    news = [_copy(f) for f in op.fragments]
+    news = [copy_message(f) for f in op.fragments]
     draft.fragments = list(news)
     draft.new_fragments = list(news)
     m.ClearField("fields")
@@ -189,7 +178,7 @@ def _(op: Overwrite, draft, ctx):
 def _(op: Merge, draft, ctx):
     m = draft.manifest
     before = {f.id: f for f in draft.fragments}
-    draft.fragments = [_copy(f) for f in op.fragments]
+    draft.fragments = [copy_message(f) for f in op.fragments]
     for f in draft.fragments:
         old = before.get(f.id)
         if old is not None and list(old.files) != list(f.files):
@@ -228,8 +217,8 @@ def _(op: Restore, draft, ctx):
     if keep_max is not None:
         m.max_fragment_id = max(keep_max, m.max_fragment_id if m.HasField("max_fragment_id") else 0)
     m.next_row_id = max(keep_next, m.next_row_id)
-    draft.fragments = [_copy(f) for f in src.fragments]
-    draft.indices = [_copy_index(i) for i in src.indices]
+    draft.fragments = [copy_message(f) for f in src.fragments]
+    draft.indices = [copy_message(i) for i in src.indices]
     draft.stable_row_ids = src.stable_row_ids
 
 
@@ -247,7 +236,7 @@ def _(op: Rewrite, draft, ctx):
     for group in op.groups:
         ids = [f.id for f in group.old_fragments]
         positions = sorted(i for i, f in enumerate(draft.fragments) if f.id in set(ids))
-        news = [_copy(f) for f in group.new_fragments]
+        news = [copy_message(f) for f in group.new_fragments]
         if positions and positions == list(range(positions[0], positions[0] + len(positions))):
             draft.fragments[positions[0] : positions[-1] + 1] = news
         else:
@@ -261,10 +250,10 @@ def _(op: Update, draft, ctx):
     _require_fragments(draft, touched, "update")
     pos = _by_id(draft)
     for f in op.updated_fragments:
-        draft.fragments[pos[f.id]] = _copy(f)
+        draft.fragments[pos[f.id]] = copy_message(f)
     gone = set(op.removed_fragment_ids)
     draft.fragments = [f for f in draft.fragments if f.id not in gone]
-    news = [_copy(f) for f in op.new_fragments]
+    news = [copy_message(f) for f in op.new_fragments]
     for f in news:
         draft.carried_rows[id(f)] = rowids.count_row_ids(f.inline_row_ids) if f.HasField("inline_row_ids") else 0
     draft.fragments.extend(news)
@@ -345,7 +334,7 @@ def _(op: CreateIndex, draft, ctx):
     names = {i.name for i in op.new_indices}
     removed = {i.uuid.uuid for i in op.removed_indices}
     draft.indices = [i for i in draft.indices if i.name not in names and i.uuid.uuid not in removed]
-    draft.indices.extend(_copy_index(i) for i in op.new_indices)
+    draft.indices.extend(copy_message(i) for i in op.new_indices)
 
 
 @apply_operation.register

@@ -1,28 +1,32 @@
-"""The commit loop.
+"""The commit loop: the one place a transaction becomes a version.
 
 Data and deletion files are written before this runs. Then, per attempt:
 
-1. list ``_versions/`` for the latest version n;
+1. ask the commit handler for the latest version n;
 2. check the transaction of every version committed since we last looked
    against ours (:mod:`.conflicts`): rebase, or raise
    :class:`CommitConflictError` (retryable or not);
 3. build the manifest of version n+1 on top of version n (:mod:`.build`);
-4. write ``_transactions/{read_version}-{uuid}.txn``;
-5. put-if-not-exists the manifest of version n+1 (inline transaction section
-   included). If another writer took n+1 first, back off and go to 1;
-6. write the version hint (best effort).
+4. run the pre-commit checks (:class:`Check`) -- on the first attempt and
+   again after every rebase, against the manifest about to be committed;
+5. write ``_transactions/{read_version}-{uuid}.txn``;
+6. hand the manifest (inline transaction section included) to the commit
+   handler's put-if-not-exists. If another writer took n+1 first, back off
+   and go to 1;
+7. write the version hint (best effort).
 
-The check runs before every attempt, the first included, so a stale writer
-rebases before it writes anything. Nothing is ever overwritten: a failed commit
-leaves at most an orphan ``.txn`` (and the operation's data files), which
-``vacuum`` removes.
+The conflict check runs before every attempt, the first included, so a stale
+writer rebases before it writes anything. Nothing is ever overwritten: a
+failed commit leaves at most an orphan ``.txn`` (and the operation's data
+files, which :mod:`.pipeline` removes), never a partial version.
 """
 from __future__ import annotations
 
 import logging
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable, Protocol, Sequence
 
 from ..errors import CommitConflictError
 from ..format.features import check_writable
@@ -41,6 +45,14 @@ DEFAULT_MAX_ATTEMPTS = 20
 
 
 @dataclass
+class NewTable:
+    """How to create a table (the first commit at a location)."""
+
+    stable_row_ids: bool = True
+    data_format: str | None = None
+
+
+@dataclass
 class CommitResult:
     snapshot: Snapshot
     transaction: Transaction
@@ -54,19 +66,48 @@ class CommitResult:
         return self.snapshot.version
 
 
+@dataclass
+class CheckContext:
+    """What a pre-commit check sees: the transaction about to commit, the
+    version it commits on top of (``base``, None for a new table) and the
+    version it would create (``staged``: a snapshot of the built manifest,
+    not committed -- nothing can read it by version)."""
+
+    store: ObjectStore
+    transaction: Transaction
+    base: Snapshot | None
+    staged: Snapshot
+    #: How many rebases preceded this run of the checks.
+    rebases: int = 0
+    #: Scratch space a check may use across runs of one commit.
+    state: dict = field(default_factory=dict)
+
+
+class Check(Protocol):
+    """A pre-commit hook: raise (a LanceOpsError) to stop the commit. Runs on
+    the first attempt and after every rebase, so it always judges the state
+    that would actually be committed."""
+
+    def __call__(self, ctx: CheckContext) -> None: ...
+
+
 def commit(
     store: ObjectStore,
     txn: Transaction,
     *,
-    stable_row_ids: bool = False,
-    data_format: str | None = None,
+    new_table: NewTable | None = None,
+    checks: Sequence[Check] = (),
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    on_rebase: Callable[[Transaction, Snapshot], None] | None = None,
 ) -> CommitResult:
     """Commit ``txn`` (read at ``txn.read_version``; 0 for a new table).
 
-    ``stable_row_ids`` and ``data_format`` only apply when creating a table.
+    ``new_table`` applies only when the location holds no table yet.
+    ``on_rebase`` is told about every rebased transaction and the version it
+    was rebased onto (the pipeline tracks the files a rebase wrote).
     """
     tlog = TableLog(store)
+    handler = tlog.handler
     checked = txn.read_version
     concurrent = 0
     attempts = 0
@@ -74,10 +115,13 @@ def commit(
     latest: Snapshot | None = None
     started = time.monotonic()
     unit = None
+    checked_at: int | None = None  # the concurrent-commit count the checks last saw
+    state: dict = {}
+    new_table = new_table or NewTable()
     while True:
-        manifests = tlog.manifests()
-        latest_version = manifests[-1][0] if manifests else 0
-        naming = manifests[-1][1] if manifests else ManifestNaming.V2
+        top = handler.latest()
+        latest_version = top.version if top else 0
+        naming = top.naming if top else ManifestNaming.V2
         if latest_version > checked:
             for v in range(checked + 1, latest_version + 1):
                 theirs = tlog.read_transaction(v)
@@ -87,6 +131,8 @@ def commit(
             checked = latest_version
             latest = open_snapshot(store, latest_version)
             txn = rebase(txn, pending, latest)
+            if on_rebase is not None:
+                on_rebase(txn, latest)
         elif latest_version and (latest is None or latest.version != latest_version):
             latest = open_snapshot(store, latest_version)
         if latest is not None:
@@ -96,18 +142,34 @@ def commit(
         ctx = BuildContext(
             previous=latest,
             version=new_version,
-            stable_row_ids=stable_row_ids,
-            data_format=data_format,
+            stable_row_ids=new_table.stable_row_ids,
+            data_format=new_table.data_format,
             load_snapshot=lambda v: open_snapshot(store, v),
         )
         manifest, indices = build_manifest(ctx, txn)
         txn_bytes = txn.to_bytes()
+        if checks and checked_at != concurrent:
+            staged = Snapshot(store, new_version, ManifestFile(manifest, txn_bytes, indices, 0), naming)
+            cctx = CheckContext(store, txn, latest, staged, rebases=concurrent, state=state)
+            for c in checks:
+                c(cctx)
+            checked_at = concurrent
         store.write_bytes(f"{TRANSACTIONS_DIR}/{txn.file_name}", txn_bytes)
         data = encode_manifest_file(manifest, txn_bytes, indices)
-        if store.put_if_not_exists(naming.path(new_version), data):
+        try:
+            loc = handler.commit(new_version, naming, data)
+        except BaseException as e:
+            # The put may or may not have happened: the caller must not delete
+            # the files this transaction references.
+            try:
+                e.lance_ops_commit_unknown = True  # type: ignore[attr-defined]
+            except AttributeError:
+                pass
+            raise
+        if loc is not None:
             tlog.write_hint(new_version)
             mf = ManifestFile(manifest, txn_bytes, indices, len(data))
-            snap = Snapshot(store, new_version, mf, naming)
+            snap = Snapshot(store, new_version, mf, loc.naming)
             return CommitResult(snap, txn, concurrent, attempts)
         attempts += 1
         if attempts >= max_attempts:

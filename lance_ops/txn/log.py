@@ -1,9 +1,10 @@
-"""The version log of a table: ``_versions/`` manifests and transaction files.
+"""The version log of a table: its manifests and transaction files.
 
-Latest-version discovery is a listing of ``_versions/`` (as pylance does on a
-local file system; it ignores the hint file there, and so do we for reading).
-A directory mixing V1 and V2 manifest names is refused. Version ``v`` is found
-under its V2 name, then its V1 name.
+Which versions exist and where their manifests are is the commit handler's
+answer (:mod:`lance_ops.storage.commit`): a listing of ``_versions/`` on
+stores with put-if-not-exists (as pylance does on a local file system; it
+ignores the hint file there, and so do we for reading), an external manifest
+store otherwise. A directory mixing V1 and V2 manifest names is refused.
 """
 from __future__ import annotations
 
@@ -14,17 +15,11 @@ from functools import cached_property
 from ..errors import CorruptTableError, TableNotFoundError
 from ..format.features import check_readable, uses_stable_row_ids
 from ..format.manifest import ManifestFile, decode_manifest_file
-from ..format.naming import (
-    HINT_FILE,
-    TRANSACTIONS_DIR,
-    VERSIONS_DIR,
-    ManifestNaming,
-    detect_naming,
-    parse_manifest_name,
-)
+from ..format.naming import HINT_FILE, TRANSACTIONS_DIR, ManifestNaming
 from ..format.proto import table_pb2
 from ..format.schema import Schema
-from ..storage.objectstore import FileInfo, ObjectStore
+from ..storage.commit import ManifestLocation
+from ..storage.objectstore import ObjectStore
 from .operations import Transaction
 
 
@@ -33,41 +28,37 @@ class TableLog:
 
     def __init__(self, store: ObjectStore):
         self.store = store
+        self.handler = store.commit_handler
 
     # ---------------------------------------------------------------- listing
-    def manifests(self) -> list[tuple[int, ManifestNaming, FileInfo]]:
-        """Every committed manifest: (version, naming scheme, file info), sorted."""
-        infos = self.store.list_dir(VERSIONS_DIR)
-        detect_naming([i.name for i in infos])
-        out = []
-        for info in infos:
-            parsed = parse_manifest_name(info.name)
-            if parsed:
-                out.append((parsed[1], parsed[0], info))
-        out.sort(key=lambda x: x[0])
-        return out
+    def versions(self) -> list[ManifestLocation]:
+        """Every committed version, ascending."""
+        return self.handler.list_versions()
 
-    def naming(self) -> ManifestNaming | None:
-        return detect_naming([i.name for i in self.store.list_dir(VERSIONS_DIR)])
+    def latest(self) -> ManifestLocation | None:
+        return self.handler.latest()
 
     def latest_version(self) -> int | None:
-        ms = self.manifests()
-        return ms[-1][0] if ms else None
+        loc = self.latest()
+        return loc.version if loc else None
 
     def exists(self) -> bool:
-        return self.latest_version() is not None
+        return self.latest() is not None
 
     # ---------------------------------------------------------------- reading
-    def read_manifest(self, version: int, naming: ManifestNaming | None = None) -> ManifestFile:
-        schemes = [naming] if naming else [ManifestNaming.V2, ManifestNaming.V1]
-        for scheme in schemes:
-            rel = scheme.path(version)
+    def read_manifest(self, version: int | ManifestLocation, naming: ManifestNaming | None = None) -> ManifestFile:
+        """The manifest file of a version (a number, or a location from
+        :meth:`versions`)."""
+        loc = version if isinstance(version, ManifestLocation) else self.handler.location(version, naming)
+        if loc is not None:
             try:
-                data = self.store.read_bytes(rel)
+                data = self.store.read_bytes(loc.path)
             except FileNotFoundError:
-                continue
-            return decode_manifest_file(data, self.store.path(rel))
-        raise TableNotFoundError(f"version {version} of table {self.store.root} does not exist")
+                data = None
+            if data is not None:
+                return decode_manifest_file(data, self.store.path(loc.path))
+        v = loc.version if loc is not None else version
+        raise TableNotFoundError(f"version {v} of table {self.store.root} does not exist")
 
     def read_transaction(self, version: int, mf: ManifestFile | None = None) -> Transaction | None:
         """The transaction that produced ``version`` (inline section first, then
@@ -133,6 +124,18 @@ class Snapshot:
                 return f"{f.file_major_version}.{f.file_minor_version}"
         return "2.2"
 
+    def with_schema(self, schema: Schema) -> "Snapshot":
+        """This version as it would be with ``schema`` (in memory, for planning
+        a change that also changes the schema; nothing is written)."""
+        m = table_pb2.Manifest()
+        m.CopyFrom(self.manifest)
+        m.ClearField("fields")
+        m.fields.extend(schema.to_proto())
+        m.ClearField("schema_metadata")
+        for k, v in schema.metadata.items():
+            m.schema_metadata[k] = v
+        return Snapshot(self.store, self.version, ManifestFile(m, self.file.transaction_bytes, self.file.indices, 0), self.naming)
+
     def fragment(self, fragment_id: int) -> table_pb2.DataFragment | None:
         for f in self.fragments:
             if f.id == fragment_id:
@@ -150,17 +153,31 @@ class Snapshot:
 def open_snapshot(store: ObjectStore, version: int | None = None) -> Snapshot:
     """The latest (or given) version of the table at ``store``."""
     log = TableLog(store)
-    ms = log.manifests()
-    if not ms:
+    latest = log.latest()
+    if latest is None:
         raise TableNotFoundError(f"no Lance table at {store.root} (no manifests in _versions/)")
-    naming = ms[-1][1]
-    if version is None:
-        version = ms[-1][0]
-    mf = log.read_manifest(version, naming)
-    if mf.manifest.version != version:
+    loc = latest if version is None or version == latest.version else log.handler.location(version, latest.naming)
+    if loc is None:
+        raise TableNotFoundError(f"version {version} of table {store.root} does not exist")
+    mf = log.read_manifest(loc)
+    if mf.manifest.version != loc.version:
         raise CorruptTableError(
-            f"manifest file of version {version} says it is version {mf.manifest.version}",
-            store.path(naming.path(version)),
+            f"manifest file of version {loc.version} says it is version {mf.manifest.version}",
+            store.path(loc.path),
         )
     check_readable(mf.manifest, f"at {store.root}")
-    return Snapshot(store, version, mf, naming)
+    return Snapshot(store, loc.version, mf, loc.naming)
+
+
+def open_version(store: ObjectStore, version: int | str | None = None) -> Snapshot:
+    """Snapshot for a version number, a tag name or None (latest)."""
+    from .refs import resolve_version
+
+    return open_snapshot(store, resolve_version(store, version))
+
+
+def latest_or_none(store: ObjectStore) -> Snapshot | None:
+    """The latest version, or None when ``store`` holds no table yet."""
+    if not TableLog(store).exists():
+        return None
+    return open_snapshot(store)

@@ -23,6 +23,7 @@ from google.protobuf.message import DecodeError
 from pyroaring import BitMap
 
 from ..errors import CorruptTableError
+from ..format.messages import copy_messages
 from ..format.naming import new_uuid, transaction_file_name
 from ..format.proto import table_pb2, transaction_pb2
 from ..format.schema import Schema
@@ -32,24 +33,6 @@ T = transaction_pb2.Transaction
 
 REWRITE_ROWS = T.REWRITE_ROWS
 REWRITE_COLUMNS = T.REWRITE_COLUMNS
-
-
-def _copy_frags(frags) -> list[Fragment]:
-    out = []
-    for f in frags:
-        g = Fragment()
-        g.CopyFrom(f)
-        out.append(g)
-    return out
-
-
-def _copy_msgs(msgs, cls) -> list:
-    out = []
-    for m in msgs:
-        g = cls()
-        g.CopyFrom(m)
-        out.append(g)
-    return out
 
 
 class Operation:
@@ -82,7 +65,7 @@ class Append(Operation):
 
     @classmethod
     def parse(cls, pb):
-        return cls(_copy_frags(pb.fragments))
+        return cls(copy_messages(pb.fragments, Fragment))
 
     def parameters(self):
         return {"numFragments": str(len(self.fragments))}
@@ -105,7 +88,7 @@ class Delete(Operation):
 
     @classmethod
     def parse(cls, pb):
-        return cls(_copy_frags(pb.updated_fragments), list(pb.deleted_fragment_ids), pb.predicate)
+        return cls(copy_messages(pb.updated_fragments, Fragment), list(pb.deleted_fragment_ids), pb.predicate)
 
     def parameters(self):
         return {"predicate": self.predicate}
@@ -134,10 +117,10 @@ class Overwrite(Operation):
     @classmethod
     def parse(cls, pb):
         return cls(
-            _copy_frags(pb.fragments),
+            copy_messages(pb.fragments, Fragment),
             Schema.from_proto(pb.schema, dict(pb.schema_metadata)),
             dict(pb.config_upsert_values),
-            _copy_msgs(pb.initial_bases, table_pb2.BasePath),
+            copy_messages(pb.initial_bases, table_pb2.BasePath),
         )
 
 
@@ -155,8 +138,8 @@ class CreateIndex(Operation):
     @classmethod
     def parse(cls, pb):
         return cls(
-            _copy_msgs(pb.new_indices, table_pb2.IndexMetadata),
-            _copy_msgs(pb.removed_indices, table_pb2.IndexMetadata),
+            copy_messages(pb.new_indices, table_pb2.IndexMetadata),
+            copy_messages(pb.removed_indices, table_pb2.IndexMetadata),
         )
 
     def parameters(self):
@@ -190,10 +173,10 @@ class Rewrite(Operation):
 
     @classmethod
     def parse(cls, pb):
-        groups = [RewriteGroup(_copy_frags(g.old_fragments), _copy_frags(g.new_fragments)) for g in pb.groups]
+        groups = [RewriteGroup(copy_messages(g.old_fragments, Fragment), copy_messages(g.new_fragments, Fragment)) for g in pb.groups]
         if not groups and (len(pb.old_fragments) or len(pb.new_fragments)):
-            groups = [RewriteGroup(_copy_frags(pb.old_fragments), _copy_frags(pb.new_fragments))]
-        return cls(groups, _copy_msgs(pb.rewritten_indices, T.Rewrite.RewrittenIndex))
+            groups = [RewriteGroup(copy_messages(pb.old_fragments, Fragment), copy_messages(pb.new_fragments, Fragment))]
+        return cls(groups, copy_messages(pb.rewritten_indices, T.Rewrite.RewrittenIndex))
 
     def old_fragment_ids(self) -> set[int]:
         return {f.id for g in self.groups for f in g.old_fragments}
@@ -223,7 +206,7 @@ class Merge(Operation):
     @classmethod
     def parse(cls, pb):
         return cls(
-            _copy_frags(pb.fragments),
+            copy_messages(pb.fragments, Fragment),
             Schema.from_proto(pb.schema, dict(pb.schema_metadata)),
             pb.preserves_nullability,
         )
@@ -320,8 +303,8 @@ class Update(Operation):
             mw.CopyFrom(pb.mem_wal_to_merge)
         return cls(
             list(pb.removed_fragment_ids),
-            _copy_frags(pb.updated_fragments),
-            _copy_frags(pb.new_fragments),
+            copy_messages(pb.updated_fragments, Fragment),
+            copy_messages(pb.new_fragments, Fragment),
             list(pb.fields_modified),
             list(pb.fields_for_preserving_frag_bitmap),
             int(pb.update_mode),
@@ -461,7 +444,7 @@ class UpdateBases(Operation):
 
     @classmethod
     def parse(cls, pb):
-        return cls(_copy_msgs(pb.new_bases, table_pb2.BasePath))
+        return cls(copy_messages(pb.new_bases, table_pb2.BasePath))
 
 
 @dataclass

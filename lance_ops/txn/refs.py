@@ -87,7 +87,7 @@ def write_tag(store: ObjectStore, name: str, version: int, manifest_size: int, *
     data = json.dumps(doc, indent=2).encode()
     if update:
         store.write_bytes(_path(name), data)
-    elif not store.put_if_not_exists(_path(name), data):
+    elif not store.commit_handler.put_if_not_exists(_path(name), data):
         raise TableExistsError(f"tag {name!r} already exists in {store.root}")
     return doc
 
@@ -97,6 +97,23 @@ def delete_tag(store: ObjectStore, name: str) -> None:
     if not store.exists(_path(name)):
         raise TableNotFoundError(f"tag {name!r} does not exist in {store.root}")
     store.delete(_path(name))
+
+
+def create_tag(store: ObjectStore, name: str, version: int | str) -> dict:
+    """Tag ``version`` (a number, or another tag's name) as ``name``. The
+    version must exist (its manifest size goes into the tag file, which
+    pylance requires)."""
+    from .log import TableLog
+
+    validate_tag_name(name)
+    v = resolve_version(store, version)
+    manifest = TableLog(store).read_manifest(v)
+    return write_tag(store, name, v, manifest.size)
+
+
+def tag_versions(store: ObjectStore) -> dict[str, int]:
+    """Tag name -> version, sorted by name."""
+    return {name: int(doc["version"]) for name, doc in list_tags(store).items()}
 
 
 def resolve_version(store: ObjectStore, version) -> int | None:

@@ -46,7 +46,7 @@ def test_both_naming_schemes_discovered(tmp_path, v2):
     lance.write_dataset(pa.table({"a": [2]}), p, mode="append")
     log = TableLog(ObjectStore(p))
     assert log.latest_version() == 2
-    assert log.naming() == (ManifestNaming.V2 if v2 else ManifestNaming.V1)
+    assert log.latest().naming == (ManifestNaming.V2 if v2 else ManifestNaming.V1)
     assert open_snapshot(ObjectStore(p), 1).num_rows() == 1
 
 

@@ -18,7 +18,7 @@ from lance_ops import LanceTable
 from lance_ops.errors import CorruptTableError, InvalidArgumentError, ReadOnlyVersionError
 from lance_ops.format.manifest import encode_manifest_file
 from lance_ops.format.naming import new_data_file_name, new_uuid
-from lance_ops.ops.vacuum import RETENTION_CHECK_CONF
+from lance_ops.txn.vacuum import RETENTION_CHECK_CONF
 from tests.helpers import assert_same_rows, manifest_files, read_manifest
 
 HOUR = 3600

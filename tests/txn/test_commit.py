@@ -12,7 +12,7 @@ from lance_ops.errors import CommitConflictError
 from lance_ops.format.schema import Schema
 from lance_ops.format.writer import write_fragments
 from lance_ops.storage import ObjectStore
-from lance_ops.txn.commit import commit
+from lance_ops.txn.commit import NewTable, commit
 from lance_ops.txn.conflicts import describe_rules
 from lance_ops.txn.log import TableLog, open_snapshot
 from lance_ops.txn.operations import Append, Delete, Overwrite, Restore, Transaction
@@ -24,7 +24,7 @@ def create(store, stable=True, rows=10):
     schema = Schema.from_arrow(pa.schema([("writer", pa.int64()), ("seq", pa.int64())]))
     batch = pa.record_batch({"writer": pa.array([-1] * rows, pa.int64()), "seq": pa.array(range(rows), pa.int64())})
     frags = list(write_fragments(store, schema, [batch], "2.2"))
-    return commit(store, Transaction(0, Overwrite(frags, schema)), stable_row_ids=stable)
+    return commit(store, Transaction(0, Overwrite(frags, schema)), new_table=NewTable(stable_row_ids=stable))
 
 
 def append(store, read_version, rows=5, writer=0):
@@ -45,7 +45,7 @@ def test_two_processes_appending(tmp_path):
     ]
     assert [pr.wait(timeout=300) for pr in procs] == [0, 0]
     log = TableLog(store)
-    versions = [v for v, _, _ in log.manifests()]
+    versions = [loc.version for loc in log.versions()]
     assert versions == list(range(1, 26))  # contiguous, nothing lost
     kinds = [log.read_transaction(v).operation.name for v in versions]
     assert kinds == ["Overwrite"] + ["Append"] * 24

@@ -1,60 +1,59 @@
-"""history() and detail(): metadata only, read on the driver.
+"""history() and detail(): metadata only, read without Spark.
 
 ``history()`` has one row per version, newest first, built from each version's
 manifest (timestamp) and transaction (operation, read version, parameters).
 Metrics are what lance_ops recorded in the transaction's properties; for
 versions written by pylance they are derived from the transaction (added /
-removed fragments) where that is possible.
+removed fragments) where that is possible. ``userMetadata`` holds the
+transaction properties that are neither lance_ops' nor pylance's own: the
+``commitProperties`` a writer passed (job names, Airflow run ids).
 """
 from __future__ import annotations
 
 import datetime
 
-from pyspark.sql import types as T
-
 from ..format.schema import Field, Schema
-from ..txn.log import Snapshot, TableLog
-from ..txn.operations import Append, Delete, Merge, Overwrite, Project, Rewrite, Transaction, Update
-from .common import METRIC_PREFIX, PARAM_PREFIX
+from .log import Snapshot, TableLog
+from .operations import Append, Delete, Merge, Overwrite, Project, Rewrite, Transaction, Update
+from .pipeline import METRIC_PREFIX, PARAM_PREFIX, RESERVED_PROPERTY_PREFIXES
 
-HISTORY_SCHEMA = T.StructType(
-    [
-        T.StructField("version", T.LongType(), False),
-        T.StructField("timestamp", T.TimestampType(), True),
-        T.StructField("operation", T.StringType(), True),
-        T.StructField("readVersion", T.LongType(), True),
-        T.StructField("operationParameters", T.MapType(T.StringType(), T.StringType()), True),
-        T.StructField("operationMetrics", T.MapType(T.StringType(), T.StringType()), True),
-        T.StructField("writer", T.StringType(), True),
-        T.StructField("transactionUuid", T.StringType(), True),
-    ]
+#: Columns of a history row, in order.
+HISTORY_COLUMNS = (
+    "version", "timestamp", "operation", "readVersion", "operationParameters", "operationMetrics",
+    "userMetadata", "writer", "transactionUuid",
 )
 
 
-def history_rows(store, limit: int | None = None, upto: int | None = None) -> list[tuple]:
+def _timestamp(m) -> datetime.datetime | None:
+    if not m.HasField("timestamp"):
+        return None
+    return datetime.datetime.fromtimestamp(m.timestamp.seconds + m.timestamp.nanos / 1e9, tz=datetime.timezone.utc)
+
+
+def history_rows(store, limit: int | None = None, upto: int | None = None) -> list[dict]:
+    """One dict per version (newest first) with :data:`HISTORY_COLUMNS`;
+    ``upto`` hides versions newer than a time-travel handle's."""
     log = TableLog(store)
-    versions = [v for v, _, _ in log.manifests() if upto is None or v <= upto]
-    versions.sort(reverse=True)
+    versions = [loc for loc in log.versions() if upto is None or loc.version <= upto]
+    versions.reverse()
     if limit is not None:
         versions = versions[: max(0, limit)]
     rows = []
-    for v in versions:
-        mf = log.read_manifest(v)
+    for loc in versions:
+        v = loc.version
+        mf = log.read_manifest(loc)
         m = mf.manifest
         txn = log.read_transaction(v, mf)
-        ts = None
-        if m.HasField("timestamp"):
-            ts = datetime.datetime.fromtimestamp(
-                m.timestamp.seconds + m.timestamp.nanos / 1e9, tz=datetime.timezone.utc
-            )
-        writer = f"{m.writer_version.library} {m.writer_version.version}".strip()
-        if txn is None:
-            rows.append((v, ts, None, None, {}, {}, writer, None))
-            continue
-        params, metrics = _describe(txn)
-        if isinstance(txn.operation, (Merge, Project)) and v > 1:
-            params = {**_schema_changes(log, v - 1, m), **params}
-        rows.append((v, ts, txn.operation.name, txn.read_version, params, metrics, writer, txn.uuid))
+        row = dict.fromkeys(HISTORY_COLUMNS)
+        row.update(version=v, timestamp=_timestamp(m), operationParameters={}, operationMetrics={}, userMetadata={},
+                   writer=f"{m.writer_version.library} {m.writer_version.version}".strip())
+        if txn is not None:
+            params, metrics, user = _describe(txn)
+            if isinstance(txn.operation, (Merge, Project)) and v > 1:
+                params = {**_schema_changes(log, v - 1, m), **params}
+            row.update(operation=txn.operation.name, readVersion=txn.read_version, operationParameters=params,
+                       operationMetrics=metrics, userMetadata=user, transactionUuid=txn.uuid)
+        rows.append(row)
     return rows
 
 
@@ -77,9 +76,10 @@ def _schema_changes(log: TableLog, previous: int, manifest) -> dict[str, str]:
     return out
 
 
-def _describe(txn: Transaction) -> tuple[dict, dict]:
+def _describe(txn: Transaction) -> tuple[dict, dict, dict]:
     params = {k: str(v) for k, v in txn.operation.parameters().items()}
     metrics: dict[str, str] = {}
+    user: dict[str, str] = {}
     for k, v in txn.properties.items():
         if k.startswith(PARAM_PREFIX):
             params[k[len(PARAM_PREFIX):]] = v
@@ -87,9 +87,11 @@ def _describe(txn: Transaction) -> tuple[dict, dict]:
             metrics[k[len(METRIC_PREFIX):]] = v
         elif k == "__lance_commit_message":
             params["commitMessage"] = v
+        elif not k.startswith(RESERVED_PROPERTY_PREFIXES):
+            user[k] = v
     if not metrics:
         metrics = _derived_metrics(txn)
-    return params, metrics
+    return params, metrics, user
 
 
 def _derived_metrics(txn: Transaction) -> dict[str, str]:
@@ -140,9 +142,7 @@ def detail(snapshot: Snapshot) -> dict:
     for frag in snapshot.fragments:
         for df in frag.files:
             size += df.file_size_bytes
-    ts = None
-    if m.HasField("timestamp"):
-        ts = datetime.datetime.fromtimestamp(m.timestamp.seconds + m.timestamp.nanos / 1e9, tz=datetime.timezone.utc)
+    ts = _timestamp(m)
     return {
         "location": snapshot.store.root,
         "version": snapshot.version,

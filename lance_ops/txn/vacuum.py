@@ -32,7 +32,9 @@ version references:
 * files referenced by a removed version only: always (they were committed, so
   no writer is still producing them);
 * files referenced by no version at all (left by a failed or an in-flight
-  write): only if their mtime is older than the retention, so a concurrent
+  write): only if their mtime is older than the retention (an unknown mtime
+  never counts as old: a file whose age cannot be proven may belong to a
+  commit in progress), so a concurrent
   writer's files that are not committed yet survive (a file whose mtime the
   store does not report is never considered old). pylance uses a fixed
   7-day age for these (or deletes them at any age with ``delete_unverified``);
@@ -70,8 +72,8 @@ from ..format.features import check_readable, check_writable
 from ..format.manifest import ManifestFile
 from ..format.naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, TRANSACTIONS_DIR, VERSIONS_DIR, index_dir
 from ..storage.objectstore import FileInfo, ObjectStore
-from ..txn.log import TableLog
-from ..txn.refs import branch_root, dataset_root, list_branches, list_tags
+from .log import TableLog
+from .refs import branch_root, dataset_root, list_branches, list_tags
 
 log = logging.getLogger("lance_ops")
 
@@ -139,12 +141,13 @@ def references(mf: ManifestFile, based: bool | None = False) -> set[str]:
     return out
 
 
-def _read_all(tlog: TableLog) -> list[tuple[int, object, ManifestFile]]:
-    """(version, naming, manifest file) of every version, read concurrently."""
-    listed = tlog.manifests()
+def _read_all(tlog: TableLog) -> list[tuple[int, str, ManifestFile]]:
+    """(version, manifest path, manifest file) of every version, read
+    concurrently."""
+    listed = tlog.versions()
     with ThreadPoolExecutor(IO_THREADS) as pool:
-        decoded = list(pool.map(lambda entry: tlog.read_manifest(entry[0], entry[1]), listed))
-    return [(v, naming, mf) for (v, naming, _info), mf in zip(listed, decoded)]
+        decoded = list(pool.map(tlog.read_manifest, listed))
+    return [(loc.version, loc.path, mf) for loc, mf in zip(listed, decoded)]
 
 
 def other_branch_references(root: ObjectStore, branches: dict[str, dict], this: str | None) -> set[str]:
@@ -168,13 +171,6 @@ def _timestamp(mf: ManifestFile) -> float:
     (as in pylance)."""
     ts = mf.manifest.timestamp
     return ts.seconds + ts.nanos / 1e9 if mf.manifest.HasField("timestamp") else 0.0
-
-
-def _older(info: FileInfo, cutoff: float) -> bool:
-    """Whether an unreferenced file is older than the retention. An unknown
-    mtime (0: the store did not report one) never counts as old: a file whose
-    age cannot be proven may belong to a commit in progress."""
-    return 0 < info.mtime < cutoff
 
 
 def _is_leftover(name: str) -> bool:
@@ -204,39 +200,83 @@ def _candidates(store: ObjectStore) -> Iterator[tuple[str, FileInfo, str | None]
                 yield rel, info, rel
 
 
-def plan_vacuum(store: ObjectStore, upto: int, retention_hours: float) -> VacuumPlan:
-    """Decide what to remove, reading every manifest first (an unreadable one
-    raises CorruptTableError before anything is decided). ``upto`` is the
-    handle's version: it and newer versions are kept."""
-    cutoff = time.time() - retention_hours * 3600.0
-    tlog = TableLog(store)
+@dataclass(frozen=True)
+class VersionFacts:
+    """What the decision needs of one version: its commit time (epoch s),
+    manifest path and the files it references (:func:`references`)."""
+
+    version: int
+    timestamp: float
+    path: str
+    references: frozenset
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A file vacuum may remove: path, mtime (0 = unknown) and the key
+    versions reference it by (None: a temporary leftover)."""
+
+    path: str
+    mtime: float
+    key: str | None
+
+
+def decide(
+    versions: list[VersionFacts],
+    candidates: list[Candidate],
+    *,
+    upto: int,
+    cutoff: float,
+    tagged: set[int] = frozenset(),
+    forked: set[int] = frozenset(),
+    shared: set[str] = frozenset(),
+) -> VacuumPlan:
+    """The vacuum decision, a pure function (the rules are the module
+    docstring's): versions older than ``cutoff`` below ``upto`` go unless
+    tagged (``forked`` ones keep their manifest); a candidate goes when no
+    kept version (nor another branch: ``shared``) references it and either a
+    removed version did or its mtime is older than ``cutoff``."""
     plan = VacuumPlan()
-    versions = _read_all(tlog)
+    kept: set[str] = set(shared)
+    removed: set[str] = set()
+    for v in versions:
+        if v.version < upto and v.version not in tagged and v.timestamp < cutoff:
+            removed |= v.references
+            if v.version not in forked:
+                plan.removed_versions.append(v.version)
+                plan.manifests.append(v.path)
+        else:
+            kept |= v.references
+    for c in candidates:
+        if c.key not in kept and (c.key in removed or 0 < c.mtime < cutoff):
+            plan.files.append(c.path)
+    return plan
+
+
+def plan_vacuum(store: ObjectStore, upto: int, retention_hours: float) -> VacuumPlan:
+    """Gather the facts and :func:`decide`, reading every manifest first (an
+    unreadable one raises CorruptTableError before anything is decided).
+    ``upto`` is the handle's version: it and newer versions are kept."""
+    cutoff = time.time() - retention_hours * 3600.0
+    versions = _read_all(TableLog(store))
     if not versions:
-        return plan
+        return VacuumPlan()
+    for _v, _path, mf in versions:
+        check_readable(mf.manifest, f"at {store.root}")
+    # vacuum is a write: refused on the latest version's unknown writer flags
+    check_writable(versions[-1][2].manifest, f"at {store.root}")
     this = versions[-1][2].manifest.branch or None  # vacuum cleans this branch (None: main)
     root = dataset_root(store, this)
     branches = list_branches(root)
-    tagged = {int(doc["version"]) for doc in list_tags(root).values() if (doc.get("branch") or None) == this}
-    forked = {int(doc["parentVersion"]) for doc in branches.values() if (doc.get("parentBranch") or None) == this}
-    kept: set[str] = other_branch_references(root, branches, this)
-    removed: set[str] = set()
-    for version, naming, mf in versions:
-        check_readable(mf.manifest, f"at {store.root}")
-        if version < upto and version not in tagged and _timestamp(mf) < cutoff:
-            removed |= references(mf, based=None)
-            if version not in forked:
-                plan.removed_versions.append(version)
-                plan.manifests.append(naming.path(version))
-        else:
-            kept |= references(mf, based=None)
-    # vacuum is a write: refused on the latest version's unknown writer flags
-    check_writable(versions[-1][2].manifest, f"at {store.root}")
-    for rel, info, key in _candidates(store):
-        if key not in kept and (key in removed or _older(info, cutoff)):
-            plan.files.append(rel)
-    return plan
-
+    return decide(
+        [VersionFacts(v, _timestamp(mf), path, frozenset(references(mf, based=None))) for v, path, mf in versions],
+        [Candidate(rel, info.mtime, key) for rel, info, key in _candidates(store)],
+        upto=upto,
+        cutoff=cutoff,
+        tagged={int(doc["version"]) for doc in list_tags(root).values() if (doc.get("branch") or None) == this},
+        forked={int(doc["parentVersion"]) for doc in branches.values() if (doc.get("parentBranch") or None) == this},
+        shared=other_branch_references(root, branches, this),
+    )
 
 def vacuum(store: ObjectStore, version: int, retention_hours: float | None, dry_run: bool, enforce: bool) -> list[str]:
     """Remove (or with ``dry_run`` only list) what :func:`plan_vacuum` selects
@@ -252,8 +292,9 @@ def vacuum(store: ObjectStore, version: int, retention_hours: float | None, dry_
     plan = plan_vacuum(store, version, retention_hours)
     if dry_run:
         return plan.paths
+    handler = store.commit_handler
     with ThreadPoolExecutor(IO_THREADS) as pool:
-        list(pool.map(store.delete, plan.manifests))
+        list(pool.map(lambda v_path: handler.remove_version(*v_path), zip(plan.removed_versions, plan.manifests)))
         list(pool.map(store.delete, plan.files))
     log.info("vacuum %s: removed %d version(s) and %d file(s)", store.root, len(plan.removed_versions), len(plan.files))
     return plan.paths

@@ -12,12 +12,10 @@ commit (it replaces the content wholesale), so there is nothing to retry.
 from __future__ import annotations
 
 from ..errors import InvalidArgumentError
-from ..results import CommitInfo
-from ..txn.commit import commit
-from ..txn.log import Snapshot, open_snapshot
-from ..txn.operations import Restore, Transaction
-from ..txn.refs import resolve_version
-from .common import commit_info, properties
+from .log import Snapshot, open_snapshot
+from .operations import Restore
+from .pipeline import StagedCommit
+from .refs import resolve_version
 
 
 def _data_files(snapshot: Snapshot) -> dict[str, int]:
@@ -41,15 +39,14 @@ def restore_metrics(current: Snapshot, target: Snapshot) -> dict:
     }
 
 
-def restore(store, snapshot: Snapshot, version: int | str) -> CommitInfo:
-    """Commit a Restore of ``version`` (a version number or a tag name) on top of
-    the latest version. A missing version or tag raises TableNotFoundError
-    before anything is written."""
+def stage_restore(store, snapshot: Snapshot, version: int | str) -> StagedCommit:
+    """A Restore of ``version`` (a version number or a tag name), to commit on
+    top of the latest version. A missing version or tag raises
+    TableNotFoundError before anything is written."""
     if version is None:
         raise InvalidArgumentError("restoreToVersion needs a version number or a tag name")
     target = open_snapshot(store, resolve_version(store, version))
-    metrics = restore_metrics(snapshot, target)
-    params = {"tag": version} if str(version) != str(target.version) else {}
-    txn = Transaction(snapshot.version, Restore(target.version), properties=properties(params, metrics))
-    result = commit(store, txn)
-    return commit_info(result, snapshot.version, metrics)
+    params = {"version": target.version}
+    if str(version) != str(target.version):
+        params["tag"] = version
+    return StagedCommit(Restore(target.version), restore_metrics(snapshot, target), params)

@@ -1,0 +1,305 @@
+"""The staged-commit pipeline every write goes through.
+
+    prepare(snapshot) -> StagedCommit -> checks -> commit (rebase / re-run) -> CommitInfo
+
+* **prepare** does the work (Spark jobs, data and deletion files written) and
+  returns a :class:`StagedCommit`: the operation, metrics and parameters.
+  Nothing is visible yet.
+* **checks** (pre-commit hooks: constraints, data-quality gates, "the table
+  must not exist") run inside the commit loop, on the first attempt and again
+  after every rebase (:func:`lance_ops.txn.commit.commit`).
+* **commit** rebases over compatible concurrent commits; on a *retryable*
+  conflict the whole change is prepared again on the latest version (a
+  re-run), up to ``retries`` times with jittered backoff; an incompatible
+  conflict raises.
+* Files a change wrote and did not commit (a failed or re-run attempt, groups
+  a partial compaction dropped, deletion files a rebase superseded) are
+  removed here -- the one place that does -- unless the commit's outcome is
+  unknown (an error from the store during the put), when they are left for
+  vacuum.
+
+This module imports no Spark: Spark-backed operations pass a ``prepare`` that
+runs their jobs.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from ..errors import CommitConflictError, InvalidArgumentError
+from ..format.deletion import deletion_path_of, has_deletion_file
+from ..format.features import check_writable
+from ..format.naming import DATA_DIR, index_dir
+from ..results import CommitInfo
+from .commit import Check, CommitResult, NewTable, commit
+from .log import Snapshot, open_snapshot
+from .operations import (
+    Append,
+    CreateIndex,
+    DataReplacement,
+    Delete,
+    Merge,
+    Operation,
+    Overwrite,
+    Rewrite,
+    Transaction,
+    Update,
+)
+
+log = logging.getLogger("lance_ops")
+
+DEFAULT_CONFLICT_RETRIES = 10
+#: Transaction property prefixes of what lance_ops records for history()
+#: (pylance keeps unknown transaction properties untouched).
+PARAM_PREFIX = "lance_ops.param."
+METRIC_PREFIX = "lance_ops.metric."
+#: Keys a user's commit properties may not use (ours, and pylance's own).
+RESERVED_PROPERTY_PREFIXES = ("lance_ops.", "__lance")
+
+
+@dataclass
+class StagedCommit:
+    """A prepared change: its files are written, nothing is visible.
+
+    ``before`` are operations committed first, in order, each on the version
+    the previous one made (compaction reserves fragment ids; a merge with
+    schema evolution adds the new columns); ``finish`` may then adjust
+    ``operation`` from their results (compaction numbers its new fragments
+    from the reserved ids). ``rerun_after`` says whether a committed change
+    left work behind (a partial compaction) and the pipeline should prepare
+    again on the new version.
+    """
+
+    operation: Operation
+    metrics: dict = field(default_factory=dict)
+    parameters: dict = field(default_factory=dict)
+    before: list[Operation] = field(default_factory=list)
+    finish: Callable[[list[CommitResult]], None] | None = None
+    rerun_after: Callable[[CommitResult], bool] | None = None
+    #: Recompute the metrics from the committed transaction (after a rebase
+    #: narrowed it); None keeps ``metrics``.
+    metrics_after: Callable[[CommitResult], dict] | None = None
+    #: Files (relative to the root) written for this change that its
+    #: transaction does not reference (e.g. index files); removed if it fails.
+    extra_files: list[str] = field(default_factory=list)
+    #: The change does not depend on the version it read (an overwrite): on a
+    #: retryable conflict it is committed again on the latest version as it
+    #: is, without preparing it again.
+    reusable: bool = False
+
+
+@dataclass
+class WriteOptions:
+    """How one write commits: the pre-commit checks, the user's commit
+    properties, how many re-runs a retryable conflict may cost, and what a
+    first commit creates."""
+
+    checks: Sequence[Check] = ()
+    commit_properties: dict | None = None
+    retries: int = DEFAULT_CONFLICT_RETRIES
+    new_table: NewTable | None = None
+    timeout: float = 300.0
+
+
+def properties(parameters: dict | None = None, metrics: dict | None = None, user: dict | None = None) -> dict[str, str]:
+    """Transaction properties: lance_ops' parameters and metrics under their
+    prefixes, the user's commit properties as given."""
+    out = {}
+    for k, v in (user or {}).items():
+        out[k] = v
+    for k, v in (parameters or {}).items():
+        if v is not None:
+            out[PARAM_PREFIX + k] = str(v)
+    for k, v in (metrics or {}).items():
+        if v is not None:
+            out[METRIC_PREFIX + k] = str(v)
+    return out
+
+
+def check_commit_properties(props) -> dict[str, str]:
+    """``commitProperties`` as a str -> str dict (keys not reserved)."""
+    if props is None:
+        return {}
+    if not isinstance(props, dict):
+        raise InvalidArgumentError("commitProperties must be a dict of str -> str")
+    out = {}
+    for k, v in props.items():
+        if not isinstance(k, str) or not k:
+            raise InvalidArgumentError(f"commitProperties keys must be non-empty strings, got {k!r}")
+        if k.startswith(RESERVED_PROPERTY_PREFIXES):
+            raise InvalidArgumentError(
+                f"commitProperties key {k!r} uses a reserved prefix {RESERVED_PROPERTY_PREFIXES}"
+            )
+        out[k] = v if isinstance(v, str) else str(v)
+    return out
+
+
+# ------------------------------------------------------------------- files
+def _fragment_files(frags) -> set[str]:
+    out = set()
+    for f in frags:
+        out.update(f"{DATA_DIR}/{df.path}" for df in f.files if not df.HasField("base_id"))
+        if has_deletion_file(f) and not f.deletion_file.HasField("base_id"):
+            out.add(deletion_path_of(f.id, f.deletion_file))
+    return out
+
+
+def operation_files(op: Operation) -> set[str]:
+    """Files (relative to the root) an operation's fragments and indices
+    reference under the table's own root."""
+    if isinstance(op, (Append, Overwrite, Merge)):
+        return _fragment_files(op.fragments)
+    if isinstance(op, Delete):
+        return _fragment_files(op.updated_fragments)
+    if isinstance(op, Update):
+        return _fragment_files(op.updated_fragments) | _fragment_files(op.new_fragments)
+    if isinstance(op, Rewrite):
+        return _fragment_files(f for g in op.groups + op.dropped_groups for f in g.new_fragments)
+    if isinstance(op, DataReplacement):
+        return {f"{DATA_DIR}/{df.path}" for _, df in op.replacements if not df.HasField("base_id")}
+    if isinstance(op, CreateIndex):
+        return {index_dir(i.uuid.uuid) for i in op.new_indices if not i.HasField("base_id")}
+    return set()
+
+
+def snapshot_files(snap: Snapshot | None) -> set[str]:
+    if snap is None:
+        return set()
+    return _fragment_files(snap.fragments) | {index_dir(i.uuid.uuid) for i in snap.indices}
+
+
+def _remove(store, paths) -> None:
+    for rel in sorted(paths):
+        try:
+            if rel.startswith("_indices/"):
+                for sub, _info in list(store.walk_files(rel)):
+                    store.delete(sub)
+            else:
+                store.delete(rel)
+        except Exception as e:  # cleanup must not hide the real outcome
+            log.warning("could not remove %s of a change that did not commit: %s", rel, e)
+
+
+# ----------------------------------------------------------------- running
+def execute(
+    store,
+    start: Snapshot | None,
+    prepare: Callable[[Snapshot | None], StagedCommit | None],
+    options: WriteOptions | None = None,
+) -> CommitInfo:
+    """Prepare and commit one change (see the module docstring). ``start`` is
+    the version to prepare the first attempt on (None: the location holds no
+    table yet); re-runs prepare on the latest version. ``prepare`` returning
+    None means there is nothing to commit."""
+    options = options or WriteOptions()
+    user = check_commit_properties(options.commit_properties)
+    began = time.monotonic()
+    reruns = rebases = 0
+    first_read = start.version if start is not None else 0
+    committed: list[CommitResult] = []
+    totals: dict = {}
+    snap = start
+    staged: StagedCommit | None = None
+    while True:
+        if snap is not None:
+            check_writable(snap.manifest, f"at {store.root}")
+        if staged is None or not staged.reusable:
+            staged = prepare(snap)
+            if staged is None:
+                break
+            owned = operation_files(staged.operation) - snapshot_files(snap) | set(staged.extra_files)
+        read_version = snap.version if snap is not None else 0
+        try:
+            results, concurrent = _commit_staged(store, staged, read_version, user, options, owned)
+        except CommitConflictError as e:
+            gave_up = not e.retryable or reruns >= options.retries or time.monotonic() - began > options.timeout
+            if not staged.reusable or gave_up:
+                _remove(store, owned)
+            if gave_up:
+                if committed:  # an earlier round committed (partial compaction): report it
+                    log.warning("stopping after %d commit(s): %s", len(committed), e)
+                    break
+                if e.retryable and reruns >= options.retries:
+                    raise CommitConflictError(
+                        f"{e} -- gave up after {reruns} re-run(s) (conflictRetries={options.retries})",
+                        retryable=True,
+                        conflicting_version=e.conflicting_version,
+                    ) from e
+                raise
+            reruns += 1
+            delay = min(5.0, 0.05 * (2 ** min(reruns, 6))) * (0.5 + random.random())
+            log.info("retryable conflict (%s); %s on the latest version in %.2fs", e,
+                     "committing again" if staged.reusable else "re-running", delay)
+            time.sleep(delay)
+            snap = open_snapshot(store)
+            continue
+        except BaseException as e:
+            if not getattr(e, "lance_ops_commit_unknown", False):
+                _remove(store, owned)
+            raise
+        final = results[-1]
+        _remove(store, owned - operation_files(final.transaction.operation))  # superseded or dropped
+        committed.extend(results)
+        rebases += concurrent
+        metrics = staged.metrics_after(final) if staged.metrics_after else staged.metrics
+        _accumulate(totals, metrics)
+        if staged.rerun_after is not None and staged.rerun_after(final):
+            reruns += 1
+            snap, staged = final.snapshot, None
+            continue
+        break
+    if not committed:
+        return CommitInfo(version=None, readVersion=first_read, operation="", metrics=totals)
+    last = committed[-1]
+    return CommitInfo(
+        version=last.version,
+        readVersion=first_read,
+        operation=last.transaction.operation.name,
+        retries=rebases + reruns,
+        metrics=totals,
+        rebases=rebases,
+        reruns=reruns,
+    )
+
+
+def _commit_staged(store, staged: StagedCommit, read_version: int, user: dict, options: WriteOptions,
+                   owned: set[str]) -> tuple[list[CommitResult], int]:
+    """Commit ``before`` then the main operation. Returns the results and how
+    many other writers' commits were rebased over (our own ``before``
+    commits, which the main transaction may have read past, not counted)."""
+    results: list[CommitResult] = []
+    base = read_version
+    for op in staged.before:
+        txn = Transaction(base, op, properties=properties(staged.parameters, None, user))
+        results.append(commit(store, txn, new_table=options.new_table))
+        base = results[-1].version
+    if staged.finish is not None:
+        staged.finish(results)
+    # The main transaction reads the version it was prepared from, unless a
+    # preceding commit of ours changed what it builds on (schema evolution).
+    main_read = read_version if not staged.before or isinstance(staged.operation, Rewrite) else base
+    txn = Transaction(
+        main_read, staged.operation, properties=properties(staged.parameters, staged.metrics, user)
+    )
+    results.append(
+        commit(
+            store, txn, new_table=options.new_table, checks=options.checks,
+            # a rebase may write files (merged deletion vectors) and adopt
+            # other writers' (never ours to remove)
+            on_rebase=lambda t, latest: owned.update(operation_files(t.operation) - snapshot_files(latest)),
+        )
+    )
+    if main_read == read_version:
+        return results, results[-1].concurrent - len(staged.before)
+    return results, sum(r.concurrent for r in results)
+
+
+def _accumulate(totals: dict, metrics: dict) -> None:
+    for k, v in metrics.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(totals.get(k, 0), (int, float)):
+            totals[k] = totals.get(k, 0) + v
+        else:
+            totals[k] = v

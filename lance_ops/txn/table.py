@@ -1,0 +1,175 @@
+"""``Table``: the Spark-free core of a Lance table handle.
+
+Everything that needs no data processing -- opening a version, history,
+detail, tags, restore, vacuum, table properties -- works here without a Spark
+session, for Airflow sensors, CLIs and notebooks that only look.
+:class:`lance_ops.LanceTable` wraps one ``Table`` (``LanceTable.table``) and
+adds the operations Spark runs.
+
+Every write, here and in ``LanceTable``, goes through :meth:`Table.execute`:
+the staged-commit pipeline (:mod:`.pipeline`) with this handle's pre-commit
+checks and conflict-retry budget; the handle then moves to the version it
+committed.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..errors import InvalidArgumentError, ReadOnlyVersionError, TableNotFoundError
+from ..results import CommitInfo
+from ..storage.objectstore import ObjectStore
+from .commit import Check, NewTable
+from .history import detail, history_rows
+from .log import Snapshot, TableLog, open_version
+from .operations import UpdateConfig
+from .pipeline import DEFAULT_CONFLICT_RETRIES, StagedCommit, WriteOptions, execute
+from .refs import create_tag, delete_tag, list_tags, tag_versions
+
+
+class Table:
+    """A Lance table at ``uri`` (a local path or fsspec URI), read at
+    ``version`` (a number or tag name; None: the latest). A handle opened at a
+    version is a read-only time-travel view."""
+
+    def __init__(self, uri: str, storage_options: dict | None = None, version: int | str | None = None,
+                 *, conflictRetries: int = DEFAULT_CONFLICT_RETRIES):
+        self.store = ObjectStore(uri, storage_options)
+        self.pinned = version is not None
+        self.snapshot: Snapshot = open_version(self.store, version)
+        #: Re-runs allowed on retryable conflicts.
+        self.conflictRetries = int(conflictRetries)
+        #: Pre-commit checks run by every write of this handle (after every
+        #: rebase too): ``check(CheckContext)`` raises to stop a commit.
+        self.checks: list[Check] = []
+        #: CommitInfo of the last write through this handle.
+        self.lastCommit: CommitInfo | None = None
+
+    @classmethod
+    def exists(cls, uri: str, storage_options: dict | None = None) -> bool:
+        """Whether ``uri`` holds a Lance table. Only "no table here" answers
+        False; a damaged or unreachable table raises."""
+        try:
+            return TableLog(ObjectStore(uri, storage_options)).exists()
+        except (TableNotFoundError, FileNotFoundError):
+            return False
+
+    # ----------------------------------------------------------------- state
+    @property
+    def uri(self) -> str:
+        return self.store.root
+
+    @property
+    def version(self) -> int:
+        return self.snapshot.version
+
+    @property
+    def schema(self):
+        """The table's columns as a pyarrow schema."""
+        return self.snapshot.schema.to_arrow()
+
+    def count(self) -> int:
+        """Live rows (physical minus deleted), from metadata only."""
+        return self.snapshot.num_rows()
+
+    def refresh(self) -> "Table":
+        """Move to the latest version (not for time-travel handles)."""
+        self.writable()
+        self.snapshot = open_version(self.store, None)
+        return self
+
+    def history(self, limit: int | None = None) -> list[dict]:
+        """One dict per version, newest first: version, timestamp, operation,
+        readVersion, operationParameters, operationMetrics, userMetadata,
+        writer, transactionUuid. A time-travel handle sees its version and
+        older."""
+        return history_rows(self.store, limit, upto=self.version if self.pinned else None)
+
+    def detail(self) -> dict[str, Any]:
+        return detail(self.snapshot)
+
+    def properties(self) -> dict[str, str]:
+        """The table config (pylance's ``ds.config()``)."""
+        return dict(self.snapshot.manifest.config)
+
+    # ------------------------------------------------------------------ tags
+    def listTags(self, details: bool = False) -> dict:
+        """Tag name -> version (``details=True``: the tag file's content)."""
+        return list_tags(self.store) if details else tag_versions(self.store)
+
+    def createTag(self, name: str, version: int | str | None = None) -> None:
+        """Name a version (default: this handle's). Commits no version, so it
+        also works on time-travel handles."""
+        create_tag(self.store, name, self.version if version is None else version)
+
+    def deleteTag(self, name: str) -> None:
+        delete_tag(self.store, name)
+
+    # ---------------------------------------------------------------- writes
+    def writable(self) -> None:
+        if self.pinned:
+            raise ReadOnlyVersionError(
+                f"this handle reads version {self.version} (time travel) and is read-only; open the "
+                "table without a version to write"
+            )
+
+    def execute(self, prepare: Callable[[Snapshot | None], StagedCommit | None], *,
+                commitProperties: dict | None = None, checks=(), new_table: NewTable | None = None) -> CommitInfo:
+        """Run one write through the staged-commit pipeline, starting from this
+        handle's version; move the handle to the version it committed."""
+        self.writable()
+        options = WriteOptions(
+            checks=[*self.checks, *checks], commit_properties=commitProperties, retries=self.conflictRetries,
+            new_table=new_table,
+        )
+        info = execute(self.store, self.snapshot, prepare, options)
+        if info.version is not None:
+            self.snapshot = open_version(self.store, info.version)
+        self.lastCommit = info
+        return info
+
+    def restoreToVersion(self, version: int | str, commitProperties: dict | None = None) -> CommitInfo:
+        """Commit a new version whose content is ``version``'s (a number or a
+        tag). Later versions stay in the history; row and fragment ids issued
+        since are never reused (as pylance 14)."""
+        from .restore import stage_restore
+
+        self.writable()
+        staged = stage_restore(self.store, self.snapshot, version)  # a bad version fails before any commit
+        return self.execute(lambda snap: staged, commitProperties=commitProperties)
+
+    def setProperties(self, properties: dict, commitProperties: dict | None = None) -> CommitInfo:
+        """Set table config keys (an ``UpdateConfig`` commit, read back by
+        pylance's ``ds.config()``)."""
+        if not isinstance(properties, dict) or not properties:
+            raise InvalidArgumentError("setProperties needs a non-empty dict of str -> str")
+        updates = {str(k): str(v) for k, v in properties.items()}
+        params = {"set": ", ".join(f"{k}={v}" for k, v in updates.items())}
+        return self.execute(lambda snap: StagedCommit(UpdateConfig(config_updates=(updates, False)), {}, params),
+                            commitProperties=commitProperties)
+
+    def unsetProperties(self, keys, commitProperties: dict | None = None, ifExists: bool = True) -> CommitInfo:
+        """Remove table config keys (``ifExists=False``: a missing key is an
+        error, as Delta's UNSET TBLPROPERTIES without IF EXISTS)."""
+        keys = [keys] if isinstance(keys, str) else list(keys)
+        if not keys:
+            raise InvalidArgumentError("unsetProperties needs at least one key")
+        missing = [k for k in keys if k not in self.snapshot.manifest.config]
+        if missing and not ifExists:
+            raise InvalidArgumentError(f"table properties {missing} are not set")
+        updates = {str(k): None for k in keys}
+        return self.execute(lambda snap: StagedCommit(UpdateConfig(config_updates=(updates, False)), {},
+                                                      {"unset": ", ".join(keys)}),
+                            commitProperties=commitProperties)
+
+    def vacuum(self, retentionHours: float = 168, dryRun: bool = False, enforceRetentionDuration: bool = True) -> list[str]:
+        """Remove versions committed more than ``retentionHours`` ago and the
+        files no kept version (of any branch) references; see
+        :mod:`lance_ops.txn.vacuum`. Returns the removed paths (relative to
+        the table root, sorted); ``dryRun=True`` only lists them."""
+        from .vacuum import vacuum
+
+        self.writable()
+        return vacuum(self.store, self.version, retentionHours, dryRun, enforce=enforceRetentionDuration)
+
+    def __repr__(self) -> str:
+        return f"Table({self.uri!r}, version={self.version})"
