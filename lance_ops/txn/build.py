@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 from pyroaring import BitMap
 
-from ..errors import CommitConflictError, CorruptTableError, UnsupportedFeatureError
+from ..errors import CommitConflictError, CorruptTableError, InvalidArgumentError, UnsupportedFeatureError
 from ..format import rowids
 from ..format.features import (
     FLAG_MIXED_FILE_VERSIONS,
@@ -225,7 +225,12 @@ def _(op: Restore, draft, ctx):
 @apply_operation.register
 def _(op: ReserveFragments, draft, ctx):
     m = draft.manifest
-    base = m.max_fragment_id if m.HasField("max_fragment_id") else 0
+    # The high-water mark; a manifest that never recorded one has used the ids
+    # of its fragments (as pylance's Manifest::max_fragment_id()).
+    if m.HasField("max_fragment_id"):
+        base = m.max_fragment_id
+    else:
+        base = max((f.id for f in draft.fragments), default=0)
     m.max_fragment_id = base + op.num_fragments
 
 
@@ -313,6 +318,11 @@ def _apply_map(target, upd, encode: bool = False) -> None:
 
 @apply_operation.register
 def _(op: DataReplacement, draft, ctx):
+    fields = {tuple(df.fields) for _, df in op.replacements}
+    if len(fields) > 1:
+        raise InvalidArgumentError(
+            f"a data replacement must replace the same fields in every fragment, got {sorted(fields)}"
+        )
     _require_fragments(draft, op.fragment_ids(), "data replacement")
     pos = _by_id(draft)
     for frag_id, new_file in op.replacements:
@@ -342,6 +352,9 @@ def _(op: UpdateBases, draft, ctx):
     m = draft.manifest
     next_id = max((b.id for b in m.base_paths), default=0) + 1
     for b in op.new_bases:
+        clash = [x for x in m.base_paths if x.path == b.path or (b.name and x.name == b.name) or (b.id and x.id == b.id)]
+        if clash:
+            raise InvalidArgumentError(f"base path {b.path!r} (name {b.name!r}, id {b.id}) is already registered")
         nb = table_pb2.BasePath()
         nb.CopyFrom(b)
         if nb.id == 0:

@@ -224,8 +224,30 @@ RULES: dict[str, tuple] = {
 }
 #: Concurrent operations that never conflict with anything (Clone creates a
 #: different table; UpdateBases only adds base paths; MemWAL state is index
-#: bookkeeping lance_ops does not use).
+#: bookkeeping lance_ops does not use) -- except the cells of
+#: :data:`SPECIAL_CELLS`.
 ALWAYS_COMPATIBLE = {"Clone", "UpdateBases", "UpdateMemWalState"}
+
+
+def bases_vs_bases(ours, theirs) -> Outcome:
+    """UpdateBases vs UpdateBases: incompatible when both add the same id,
+    name or path; otherwise compatible."""
+    for a in ours.new_bases:
+        for b in theirs.new_bases:
+            if a.path == b.path or (a.name and a.name == b.name) or (a.id and a.id == b.id):
+                return FAIL
+    return OK
+
+
+#: (ours, theirs) cells outside :data:`RULES`: the reference source's rules for
+#: committing an UpdateBases and for the MemWAL state.
+SPECIAL_CELLS = {
+    ("UpdateBases", "UpdateBases"): bases_vs_bases,
+    ("Restore", "UpdateMemWalState"): FAIL,
+    ("DataReplacement", "UpdateMemWalState"): FAIL,
+}
+#: Committing kinds that are compatible with everything but their special cells.
+COMPATIBLE_COMMITS = {"UpdateBases", "Clone"}
 
 
 def check(ours: Transaction, theirs: Transaction | None, version: int) -> Outcome:
@@ -236,11 +258,16 @@ def check(ours: Transaction, theirs: Transaction | None, version: int) -> Outcom
         return RETRY
     t = kind(theirs.operation)
     o = kind(ours.operation)
-    if t in ALWAYS_COMPATIBLE:
-        return OK
-    if t == "Unknown" or o not in RULES:
+    if t == "Unknown":
         return RETRY
-    cell = RULES[o][COLUMNS.index(t)]
+    cell = SPECIAL_CELLS.get((o, t))
+    if cell is None:
+        if t in ALWAYS_COMPATIBLE or o in COMPATIBLE_COMMITS:
+            # (pylance moves a Delete/Update's read version over anything compatible)
+            return REBASE if o in ("Delete", "UpdateRows", "UpdateColumns") else OK
+        if o not in RULES:
+            return RETRY
+        cell = RULES[o][COLUMNS.index(t)]
     return cell(ours.operation, theirs.operation) if callable(cell) else cell
 
 

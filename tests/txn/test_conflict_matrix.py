@@ -4,7 +4,7 @@ conflict_resolver.rs): every ordered pair of operation kinds, plus the
 sub-cases the cell functions tell apart, against an expected outcome written
 out by hand below.
 
-The expected tables were written from shared/spec/transactions.md §4.1 (pylance
+The expected tables were written from docs/format.md (conflicts; pylance
 14's observed matrix plus the reference source's rules) and the module
 docstring of ``conflicts`` -- not generated from ``RULES``. Codes:
 
@@ -74,18 +74,18 @@ ABBREV = {
 MATRIX = """
 ours \\ theirs    App     Del     UpdR    UpdC    Merge   Proj    Rewr    Ovwr    Rest    Index   Conf    Resv    DRepl  | Clone   Bases   MemWal
 Append           ok      ok      ok      ok      ok      ok      ok      FAIL    FAIL    ok      ok      ok      ok     | ok      ok      ok
-Delete           rebase  retry   retry   retry   retry   rebase  retry   FAIL    FAIL    rebase  rebase  rebase  retry  | ok!a    ok!a    ok!a
-UpdateRows       rebase  retry   retry   retry   retry   rebase  retry   FAIL    FAIL    rebase  rebase  rebase  retry  | ok!a    ok!a    ok!a
-UpdateColumns    rebase  retry   retry   retry   retry   retry   retry   FAIL    FAIL    rebase  rebase  rebase  retry  | ok!a    ok!a    ok!a
+Delete           rebase  retry   retry   retry   retry   rebase  retry   FAIL    FAIL    rebase  rebase  rebase  retry  | rebase  rebase  rebase
+UpdateRows       rebase  retry   retry   retry   retry   rebase  retry   FAIL    FAIL    rebase  rebase  rebase  retry  | rebase  rebase  rebase
+UpdateColumns    rebase  retry   retry   retry   retry   retry   retry   FAIL    FAIL    rebase  rebase  rebase  retry  | rebase  rebase  rebase
 Merge            retry   adopt!b retry   retry   retry   FAIL    retry   FAIL    FAIL    ok      ok      ok      retry  | ok      ok      ok
 Project          ok      ok      ok      ok      retry   retry   ok      FAIL    FAIL    ok      ok      ok      ok     | ok      ok      ok
 Rewrite          ok      retry   retry   retry   retry   ok      retry   FAIL    FAIL    retry   ok      ok      retry  | ok      ok      ok
 CreateIndex      ok      ok      ok      ok      ok      ok      retry   FAIL    FAIL    ok      ok      ok      ok     | ok      ok      ok
 UpdateConfig     ok      ok      ok      ok      ok      ok      ok      ok      ok      ok      FAIL    ok      ok     | ok      ok      ok
 Overwrite        ok      ok      ok      ok      ok      ok      ok      retry   ok      ok      ok      ok      ok     | ok      ok      ok
-Restore          ok      ok      ok      ok      ok      ok      ok      ok      ok      ok      ok      ok      ok     | ok      ok      ok!c
+Restore          ok      ok      ok      ok      ok      ok      ok      ok      ok      ok      ok      ok      ok     | ok      ok      FAIL
 ReserveFragments ok      ok      ok      ok      ok      ok      ok      FAIL    FAIL    ok      ok      ok      ok     | ok      ok      ok
-DataReplacement  ok      ok      ok      ok      ok      ok      retry   FAIL    FAIL    ok      ok      ok      retry  | ok      ok      ok!c
+DataReplacement  ok      ok      ok      ok      ok      ok      retry   FAIL    FAIL    ok      ok      ok      retry  | ok      ok      FAIL
 """
 
 #: The sub-cases the cell functions distinguish: (ours variant, theirs variant,
@@ -206,26 +206,18 @@ Overwrite               UpdateConfig(schema)      FAIL
 Overwrite               UpdateConfig(field0)      FAIL
 Overwrite(k1)           Overwrite(k1)             retry
 # -- UpdateBases committing (not a row of RULES)
-UpdateBases             Append                    retry!e
-UpdateBases             Delete                    retry!e
-UpdateBases             UpdateBases               ok!e
+UpdateBases             Append                    ok
+UpdateBases             Delete                    ok
+UpdateBases             UpdateBases               FAIL
 UpdateBases             UpdateBases(/elsewhere)   ok
 """
 
 #: Where the contract (RULES / check) differs from the spec / pylance 14.
 FOOTNOTES = {
-    "a": "spec: ok* -- pylance moves a Delete/Update's read version over every compatible "
-    "commit; check() returns OK for the ALWAYS_COMPATIBLE kinds, so rebase() keeps the old "
-    "read version (only the recorded read_version differs)",
     "b": "spec: R -- deliberate deviation: Merge adopts the concurrent Delete's deletion "
     "files (conflicts.merge_vs_delete)",
-    "c": "spec §4.1 (source): X -- Restore and DataReplacement are incompatible with a "
-    "concurrent UpdateMemWalState; lance_ops treats MemWAL state as always compatible",
     "d": "spec: ok -- same_fragments returns REBASE for disjoint fragments; harmless (rebase() "
     "only moves the read version of Delete/Update)",
-    "e": "spec: UpdateBases is compatible with everything except an UpdateBases adding the same "
-    "id/name/path (X); UpdateBases is no row of RULES, so check() retries it against every "
-    "concurrent commit outside ALWAYS_COMPATIBLE and accepts a duplicate base",
     "f": "spec silent; newer upstream source (Operation::modifies_same_metadata / "
     "upsert_key_conflict): table metadata updates of the same key (or with replace) conflict, "
     "and two deletes of the same config key do not; not observed with pylance 14",
