@@ -9,6 +9,7 @@
 {root}/data/{name}.lance
 {root}/_indices/{index uuid}/...
 {root}/_refs/tags/{tag}.json
+{root}/_staging/{txn uuid}-{n}.manifest   a change's manifest before it commits (checks)
 {root}/_refs/branches/{branch, '/' as %2F}.json
 {root}/tree/{branch}/...                 a branch: its own _versions/, data/, ...
 ```
@@ -28,6 +29,9 @@ DATA_DIR = "data"
 INDICES_DIR = "_indices"
 TAGS_DIR = "_refs/tags"
 BRANCHES_DIR = "_refs/branches"
+#: Manifests of changes not committed yet, published for pre-commit checks
+#: that read the staged rows (no reader of versions looks here).
+STAGING_DIR = "_staging"
 TREE_DIR = "tree"
 HINT_FILE = f"{VERSIONS_DIR}/latest_version_hint.json"
 
@@ -85,6 +89,10 @@ def index_dir(index_uuid: bytes) -> str:
     """``_indices/{uuid}``: the directory holding an index's files (the uuid of
     ``IndexMetadata.uuid.uuid`` in its hyphenated form)."""
     return f"{INDICES_DIR}/{uuid.UUID(bytes=bytes(index_uuid))}"
+
+
+def staged_manifest_path(txn_uuid: str, attempt: int) -> str:
+    return f"{STAGING_DIR}/{txn_uuid}-{attempt}.manifest"
 
 
 def random_u64() -> int:

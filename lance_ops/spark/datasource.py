@@ -97,6 +97,19 @@ class ReadOptions:
     #: Split large fragments into row ranges (off for jobs that must see
     #: every row of a fragment in one task).
     split_fragments: bool = True
+    #: Read a staged (not yet committed) manifest instead of a version:
+    #: its path relative to the root (pre-commit checks reading staged rows).
+    staged: str | None = None
+    #: Read only these fragments (ids), e.g. the ones a staged change writes.
+    fragment_ids: set[int] | None = None
+
+    def open(self, store: ObjectStore, version=None):
+        """The snapshot these options read (``version`` pins a resolved one)."""
+        from ..txn.log import open_staged
+
+        if self.staged:
+            return open_staged(store, self.staged)
+        return open_version(store, self.version if version is None else version)
 
     @classmethod
     def parse(cls, options) -> "ReadOptions":
@@ -127,6 +140,8 @@ class ReadOptions:
             storage_options=storage,
             rows_per_partition=int(opts.get("rowsperpartition") or DEFAULT_ROWS_PER_PARTITION),
             split_fragments=_truthy(opts.get("splitfragments", True)),
+            staged=opts.get("stagedmanifest") or None,
+            fragment_ids={int(x) for x in opts["fragmentids"].split(",") if x.strip()} if opts.get("fragmentids") is not None else None,
         )
 
 
@@ -183,7 +198,7 @@ class LanceScanReader(DataSourceReader):
     def __init__(self, opts: ReadOptions, version: int, spark_schema_: T.StructType):
         self.store = ObjectStore(opts.path, opts.storage_options)
         self.version = version
-        snapshot = open_version(self.store, version)
+        snapshot = opts.open(self.store, version)
         self.lance_schema = snapshot.schema
         self.stable_row_ids = snapshot.stable_row_ids
         names = spark_schema_.fieldNames()
@@ -194,7 +209,7 @@ class LanceScanReader(DataSourceReader):
         self.filters: list = []
         self.split_fragments = opts.split_fragments
         # Planned in partitions(), once pushFilters may have narrowed the scan.
-        self._fragments = list(snapshot.fragments)
+        self._fragments = [f for f in snapshot.fragments if opts.fragment_ids is None or f.id in opts.fragment_ids]
 
     def __getstate__(self):
         # Spark pickles the reader for the executors *before* it calls
@@ -428,7 +443,7 @@ class LanceDataSource(DataSource):
     def schema(self):
         opts = self._opts()
         store = ObjectStore(opts.path, opts.storage_options)
-        snap = open_version(store, opts.version)
+        snap = opts.open(store)
         # Pin the version: the reader runs in another process, maybe after a commit.
         self._resolved_version = snap.version
         return spark_schema(snap.schema, opts.columns, opts.metadata)
@@ -438,7 +453,7 @@ class LanceDataSource(DataSource):
         version = self._resolved_version
         if version is None:
             store = ObjectStore(opts.path, opts.storage_options)
-            version = open_version(store, opts.version).version
+            version = opts.open(store).version
         return self.reader_class(opts, version, schema)
 
     def writer(self, schema: T.StructType, overwrite: bool):

@@ -195,11 +195,34 @@ def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(R
     return reader.load(store.uri)
 
 
+def staged_frame(spark, ctx, columns: list[str] | None = None, metadata=(), only_written: bool = True) -> DataFrame:
+    """The rows of a change that is not committed yet, inside a pre-commit
+    check (``ctx``: :class:`lance_ops.txn.commit.CheckContext`): the staged
+    manifest is published under ``_staging/`` for the executors, and
+    ``only_written`` reads just the fragments the change writes (new or with
+    new data files) -- what a data-quality gate validates."""
+    register(spark)
+    staged = ctx.staged
+    reader = (
+        spark.read.format("lance")
+        .option("stagedManifest", ctx.published_manifest())
+        .option("rowsPerPartition", str(rows_per_partition(spark, staged.num_rows())))
+        .option("metadataColumns", ",".join(metadata))
+    )
+    if only_written:
+        reader = reader.option("fragmentIds", ",".join(str(i) for i in ctx.new_fragment_ids()))
+    cols = staged.schema.names if columns is None else list(columns)
+    reader = reader.schema(spark_schema(staged.schema, cols, metadata))
+    for k, v in ctx.store.storage_options.items():
+        reader = reader.option(f"storage.{k}", v)
+    return reader.load(ctx.store.uri)
+
+
 def table_spark_schema(snapshot: Snapshot, metadata=()) -> T.StructType:
     return spark_schema(snapshot.schema, None, metadata)
 
 
 __all__ = [
-    "as_column", "describe", "empty_frame", "referenced_columns", "scan_frame", "table_spark_schema",
+    "as_column", "describe", "empty_frame", "referenced_columns", "scan_frame", "staged_frame", "table_spark_schema",
     "ROW_ADDR", "ROW_ID", "ROW_CREATED", "ROW_UPDATED",
 ]

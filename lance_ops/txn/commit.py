@@ -31,7 +31,8 @@ from typing import Callable, Protocol, Sequence
 from ..errors import CommitConflictError
 from ..format.features import check_writable
 from ..format.manifest import ManifestFile, encode_manifest_file
-from ..format.naming import TRANSACTIONS_DIR, ManifestNaming
+from ..format.messages import copy_message
+from ..format.naming import TRANSACTIONS_DIR, ManifestNaming, staged_manifest_path
 from ..storage.objectstore import ObjectStore
 from .build import BuildContext, build_manifest
 from .conflicts import Pending, check, rebase
@@ -81,6 +82,26 @@ class CheckContext:
     rebases: int = 0
     #: Scratch space a check may use across runs of one commit.
     state: dict = field(default_factory=dict)
+    _published: str | None = None
+
+    def published_manifest(self) -> str:
+        """The staged manifest written to ``_staging/`` (path relative to the
+        root) so that other processes -- Spark executors reading the staged
+        rows -- can open it. Readers of versions never see it; it is removed
+        when the checks are done (vacuum removes leftovers)."""
+        if self._published is None:
+            mf = self.staged.file
+            data = encode_manifest_file(copy_message(mf.manifest), mf.transaction_bytes, mf.indices)
+            rel = staged_manifest_path(self.transaction.uuid, self.rebases)
+            self.store.write_bytes(rel, data)
+            self._published = rel
+        return self._published
+
+    def new_fragment_ids(self) -> list[int]:
+        """Fragments of the staged version that the base does not have, or has
+        with other data files (the rows this change writes)."""
+        before = {f.id: list(f.files) for f in self.base.fragments} if self.base is not None else {}
+        return [f.id for f in self.staged.fragments if before.get(f.id) != list(f.files)]
 
 
 class Check(Protocol):
@@ -151,8 +172,12 @@ def commit(
         if checks and checked_at != concurrent:
             staged = Snapshot(store, new_version, ManifestFile(manifest, txn_bytes, indices, 0), naming)
             cctx = CheckContext(store, txn, latest, staged, rebases=concurrent, state=state)
-            for c in checks:
-                c(cctx)
+            try:
+                for c in checks:
+                    c(cctx)
+            finally:
+                if cctx._published is not None:
+                    store.delete(cctx._published)
             checked_at = concurrent
         store.write_bytes(f"{TRANSACTIONS_DIR}/{txn.file_name}", txn_bytes)
         data = encode_manifest_file(manifest, txn_bytes, indices)

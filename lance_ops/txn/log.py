@@ -181,3 +181,14 @@ def latest_or_none(store: ObjectStore) -> Snapshot | None:
     if not TableLog(store).exists():
         return None
     return open_snapshot(store)
+
+
+def open_staged(store: ObjectStore, rel: str) -> Snapshot:
+    """A staged (not committed) manifest published for pre-commit checks."""
+    try:
+        data = store.read_bytes(rel)
+    except FileNotFoundError as e:
+        raise TableNotFoundError(f"staged manifest {rel} of {store.root} is gone (its commit finished)") from e
+    mf = decode_manifest_file(data, store.path(rel))
+    check_readable(mf.manifest, f"at {store.root}")
+    return Snapshot(store, mf.manifest.version, mf, ManifestNaming.V2)

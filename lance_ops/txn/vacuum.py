@@ -70,7 +70,15 @@ from ..errors import InvalidArgumentError
 from ..format.deletion import deletion_path_of, has_deletion_file
 from ..format.features import check_readable, check_writable
 from ..format.manifest import ManifestFile
-from ..format.naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, TRANSACTIONS_DIR, VERSIONS_DIR, index_dir
+from ..format.naming import (
+    DATA_DIR,
+    DELETIONS_DIR,
+    INDICES_DIR,
+    STAGING_DIR,
+    TRANSACTIONS_DIR,
+    VERSIONS_DIR,
+    index_dir,
+)
 from ..storage.objectstore import FileInfo, ObjectStore
 from .log import TableLog
 from .refs import branch_root, dataset_root, list_branches, list_tags
@@ -190,6 +198,8 @@ def _candidates(store: ObjectStore) -> Iterator[tuple[str, FileInfo, str | None]
         parts = rel.split("/")
         if len(parts) > 2:
             yield rel, info, "/".join(parts[:2])
+    for info in store.list_dir(STAGING_DIR):  # manifests of checks that never finished
+        yield f"{STAGING_DIR}/{info.name}", info, None
     file_kinds = {DELETIONS_DIR: (".arrow", ".bin"), TRANSACTIONS_DIR: (".txn",), VERSIONS_DIR: ()}
     for directory, suffixes in file_kinds.items():
         for info in store.list_dir(directory):
