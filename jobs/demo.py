@@ -11,7 +11,7 @@ import os
 import shutil
 import sys
 
-from lance_ops import LanceTable, local_session
+from lance_ops import LanceTable, local_session, log_to_stderr
 
 
 def main(root: str) -> None:
@@ -19,6 +19,7 @@ def main(root: str) -> None:
     if os.path.exists(path):
         shutil.rmtree(path)
     os.makedirs(root, exist_ok=True)
+    log_to_stderr("INFO")  # progress lines: one per Spark stage
     spark = local_session("lance_ops-demo")
 
     events = spark.range(0, 100_000).selectExpr(

@@ -1,0 +1,5 @@
+import sys
+
+from .table import main
+
+sys.exit(main())
