@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import InvalidArgumentError
+from .format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
 from .ops.common import labelled
 from .results import CommitInfo
 from .spark.datasource import register
@@ -53,7 +54,7 @@ class LanceTable:
         df,
         mode: str = "create",
         stableRowIds: bool = True,
-        maxRowsPerFragment: int = 1_048_576,
+        maxRowsPerFragment: int = DEFAULT_MAX_ROWS_PER_FRAGMENT,
         storage_options: dict | None = None,
         commitProperties: dict | None = None,
     ) -> "LanceTable":

@@ -355,8 +355,7 @@ def _(op: UpdateBases, draft, ctx):
         clash = [x for x in m.base_paths if x.path == b.path or (b.name and x.name == b.name) or (b.id and x.id == b.id)]
         if clash:
             raise InvalidArgumentError(f"base path {b.path!r} (name {b.name!r}, id {b.id}) is already registered")
-        nb = table_pb2.BasePath()
-        nb.CopyFrom(b)
+        nb = copy_message(b)
         if nb.id == 0:
             nb.id = next_id
             next_id += 1

@@ -15,6 +15,7 @@ from functools import cached_property
 from ..errors import CorruptTableError, TableNotFoundError
 from ..format.features import check_readable, uses_stable_row_ids
 from ..format.manifest import ManifestFile, decode_manifest_file
+from ..format.messages import copy_message
 from ..format.naming import HINT_FILE, TRANSACTIONS_DIR, ManifestNaming
 from ..format.proto import table_pb2
 from ..format.schema import Schema
@@ -127,8 +128,7 @@ class Snapshot:
     def with_schema(self, schema: Schema) -> "Snapshot":
         """This version as it would be with ``schema`` (in memory, for planning
         a change that also changes the schema; nothing is written)."""
-        m = table_pb2.Manifest()
-        m.CopyFrom(self.manifest)
+        m = copy_message(self.manifest)
         m.ClearField("fields")
         m.fields.extend(schema.to_proto())
         m.ClearField("schema_metadata")

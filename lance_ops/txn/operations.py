@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 from pyroaring import BitMap
 
 from ..errors import CorruptTableError
-from ..format.messages import copy_messages
+from ..format.messages import copy_message, copy_messages
 from ..format.naming import new_uuid, transaction_file_name
 from ..format.proto import table_pb2, transaction_pb2
 from ..format.schema import Schema
@@ -297,10 +297,7 @@ class Update(Operation):
 
     @classmethod
     def parse(cls, pb):
-        mw = None
-        if pb.HasField("mem_wal_to_merge"):
-            mw = table_pb2.MemWalIndexDetails.MemWal()
-            mw.CopyFrom(pb.mem_wal_to_merge)
+        mw = copy_message(pb.mem_wal_to_merge) if pb.HasField("mem_wal_to_merge") else None
         return cls(
             list(pb.removed_fragment_ids),
             copy_messages(pb.updated_fragments, Fragment),
@@ -402,12 +399,7 @@ class DataReplacement(Operation):
 
     @classmethod
     def parse(cls, pb):
-        out = []
-        for g in pb.replacements:
-            f = table_pb2.DataFile()
-            f.CopyFrom(g.new_file)
-            out.append((g.fragment_id, f))
-        return cls(out)
+        return cls([(g.fragment_id, copy_message(g.new_file)) for g in pb.replacements])
 
     def fragment_ids(self) -> set[int]:
         return {i for i, _ in self.replacements}
@@ -427,9 +419,7 @@ class Clone(Operation):
 
     @classmethod
     def parse(cls, pb):
-        m = T.Clone()
-        m.CopyFrom(pb)
-        return cls(m)
+        return cls(copy_message(pb))
 
 
 @dataclass
@@ -458,9 +448,7 @@ class UpdateMemWalState(Operation):
 
     @classmethod
     def parse(cls, pb):
-        m = T.UpdateMemWalState()
-        m.CopyFrom(pb)
-        return cls(m)
+        return cls(copy_message(pb))
 
 
 @dataclass
