@@ -3,8 +3,6 @@
 a :class:`Snapshot` around a hand-made ``Manifest``."""
 from __future__ import annotations
 
-import sys
-
 import pyarrow as pa
 import pytest
 from google.protobuf import any_pb2
@@ -898,6 +896,3 @@ def test_update_bases_refuses_a_duplicate_path(store):
     with pytest.raises(LanceOpsError):
         build(snap(store, m0), ops.UpdateBases([table_pb2.BasePath(path="/a")]))
 
-
-def test_suite_does_not_load_spark():
-    assert not [m for m in sys.modules if m == "pyspark" or m.startswith("pyspark.")]

@@ -26,8 +26,6 @@ removed fragment 1 entirely.
 """
 from __future__ import annotations
 
-import sys
-
 import pyarrow as pa
 import pytest
 from pyroaring import BitMap
@@ -642,6 +640,3 @@ def test_pending_missing_transaction_is_named():
     assert (e.value.retryable, e.value.conflicting_version) == (True, 4)
     assert str(e.value) == "Project conflicts with the missing transaction committed as version 4 (retryable; read version 2)"
 
-
-def test_suite_does_not_load_spark():
-    assert not [m for m in sys.modules if m == "pyspark" or m.startswith("pyspark.")]

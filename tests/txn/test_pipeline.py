@@ -254,6 +254,7 @@ def test_pipeline_imports_without_spark():
         "import lance_ops\n"
         "from lance_ops import Table\n"
         "import lance_ops.txn.pipeline, lance_ops.txn.table, lance_ops.txn.vacuum, lance_ops.txn.compaction\n"
+        "import lance_ops.txn.conflicts, lance_ops.txn.build, lance_ops.storage.commit, lance_ops.cli.table\n"
         "print('ok')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
