@@ -143,6 +143,21 @@ def _new_columns(snapshot: Snapshot, source: DataFrame, clauses: list[Clause], e
     return [source.schema[c] for c in extra]
 
 
+_KIND_SQL = {MATCHED: "MATCHED", NOT_MATCHED: "NOT MATCHED", NOT_MATCHED_BY_SOURCE: "NOT MATCHED BY SOURCE"}
+
+
+def check_clause_order(clauses: list[Clause]) -> None:
+    """Delta's rule: of several clauses of one kind, only the last may omit its
+    condition (an unconditional clause would make the ones after it dead)."""
+    for kind, name in _KIND_SQL.items():
+        of_kind = [c for c in clauses if c.kind == kind]
+        if any(c.condition is None for c in of_kind[:-1]):
+            raise InvalidArgumentError(
+                f"When there are more than one {name} clauses in a MERGE statement, only the last "
+                f"{name} clause can omit the condition."
+            )
+
+
 def _evolved(snap: Snapshot, new_fields) -> tuple[Snapshot, Merge | None]:
     """The snapshot as it will be once the new columns are added (in memory:
     nothing is committed) and the schema-only Merge that adds them."""
@@ -169,6 +184,7 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
         raise InvalidArgumentError("merge needs at least one when... clause")
     if condition is None:
         raise InvalidArgumentError("merge needs a condition, e.g. 't.id = s.id'")
+    check_clause_order(clauses)
     new_fields = _new_columns(snapshot, source, clauses, schema_evolution)
     MergePlan(spark, _evolved(snapshot, new_fields)[0], source, condition, clauses).analyze()
     params = {"condition": describe(condition), "clauses": " | ".join(c.describe() for c in clauses)}
@@ -181,7 +197,8 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
         plan = MergePlan(spark, snap, source, condition, clauses, disk=disk)
         try:
             requests, key, source_rows = plan.requests(broadcast_limit=limit)
-            only_unconditional_delete = [(c.action, c.condition) for c in clauses if c.kind == MATCHED] == [("delete", None)]
+            matched = [c for c in clauses if c.kind == MATCHED]
+            only_unconditional_delete = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
             ctx = change_context(spark, snap, assigned=plan.assigned_any, allow_duplicate_matches=only_unconditional_delete)
             changes = run_grouped_changes(spark, requests, ctx, key)
         finally:
@@ -219,6 +236,8 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
 
 
 SOURCE_ID = "__lance_sid"
+#: Prefix of the clause conditions / values evaluated in their own scope.
+SCOPED = "__lance_scoped_"
 MATCHED_FLAG = "__lance_matched"
 
 
@@ -262,18 +281,29 @@ class MergePlan:
 
     # --------------------------------------------------------------- analysis
     def analyze(self) -> list[str]:
-        """Target columns the merge reads (raises Spark's error for bad SQL)."""
+        """Target columns the merge reads. Raises Spark's own error for bad SQL
+        and, as Delta does, for a clause that names a column out of its scope:
+        MATCHED clauses see the target and the source, NOT MATCHED (insert)
+        clauses the source only, NOT MATCHED BY SOURCE clauses the target
+        only -- for strings and Columns alike, whatever the strategy."""
         t_empty = empty_frame(self.spark, table_spark_schema(self.snap, [ROW_ADDR])).alias("t")
         s_empty = empty_frame(self.spark, self.source.schema).alias("s")
         joined = t_empty.join(s_empty, as_column(self.condition), "fullouter")
-        exprs = [self.condition] + [c.condition for c in self.clauses if c.condition is not None]
-        exprs += [v for a in self.assignments for v in a.values()]
-        attrs = referenced_attributes(joined, exprs)
-        if attrs is None:
-            referenced = set(self.table_cols)
-        else:
-            t_attrs = output_attributes(t_empty)
-            referenced = {t_attrs[i] for i in attrs if i in t_attrs}
+        scope = {MATCHED: joined, NOT_MATCHED: s_empty, NOT_MATCHED_BY_SOURCE: t_empty}
+        in_scope = {MATCHED: [self.condition], NOT_MATCHED: [], NOT_MATCHED_BY_SOURCE: []}
+        for i, c in enumerate(self.clauses):
+            exprs = ([c.condition] if c.condition is not None else []) + list(self.assignments[i].values())
+            if exprs:
+                _ = scope[c.kind].select(*[as_column(e) for e in exprs]).schema  # forces analysis (lazy in Connect)
+                in_scope[c.kind] += exprs
+        t_attrs = output_attributes(t_empty)
+        referenced: set[str] = set()
+        for kind in (MATCHED, NOT_MATCHED_BY_SOURCE):  # (insert clauses read no target column)
+            attrs = referenced_attributes(scope[kind], in_scope[kind])
+            if attrs is None:
+                referenced = set(self.table_cols)
+                break
+            referenced |= {t_attrs[i] for i in attrs if i in t_attrs}
         return [c for c in self.table_cols if c in referenced or c in self.need_old]
 
     # -------------------------------------------------------------- requests
@@ -285,7 +315,7 @@ class MergePlan:
         for c in narrow:
             if c not in on_disk:  # added by schema evolution: null in every existing row
                 target = target.withColumn(c, F.lit(None).cast(self.types[c]))
-        target = target.withColumn(T_PRESENT, F.lit(True))
+        target = self._scoped(target, NOT_MATCHED_BY_SOURCE, "t").withColumn(T_PRESENT, F.lit(True))
         key = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.spark_partition_id()).otherwise(
             F.shiftright(F.col(ROW_ADDR), 32)
         )
@@ -295,11 +325,11 @@ class MergePlan:
             source_rows = src.count()
             if source_rows <= broadcast_limit:
                 self.strategy = "broadcast"
-                return self._broadcast_requests(target, src, cond), key, source_rows
+                return self._broadcast_requests(target, self._scoped(src, NOT_MATCHED, "s"), cond), key, source_rows
         else:
             source_rows = self.source.count()
             src = self.source
-        src = src.withColumn(S_PRESENT, F.lit(True))
+        src = self._scoped(src, NOT_MATCHED, "s").withColumn(S_PRESENT, F.lit(True))
         t, s = target.alias("t"), src.alias("s")
         if NOT_MATCHED_BY_SOURCE in self.kinds and NOT_MATCHED in self.kinds:
             joined = t.join(s, cond, "full_outer")
@@ -312,6 +342,35 @@ class MergePlan:
         t_in, s_in = F.col(f"t.{T_PRESENT}").isNotNull(), F.col(f"s.{S_PRESENT}").isNotNull()
         presence = {MATCHED: t_in & s_in, NOT_MATCHED: s_in & ~t_in, NOT_MATCHED_BY_SOURCE: t_in & ~s_in}
         return self._select(joined, presence, F.col(f"t.{ROW_ADDR}")), key, source_rows
+
+    # ----------------------------------------------------------------- scope
+    def _scoped(self, frame: DataFrame, kind: str, alias: str) -> DataFrame:
+        """``frame`` plus the conditions and values of the clauses of ``kind``,
+        evaluated on that side alone *before* the join: NOT MATCHED clauses on
+        the source, NOT MATCHED BY SOURCE clauses on the target -- so a name
+        resolves in the clause's own scope (Delta's rule; an unqualified name
+        can never pick up the other side's column)."""
+        cols = []
+        for i, c in enumerate(self.clauses):
+            if c.kind != kind:
+                continue
+            if c.condition is not None:
+                cols.append(as_column(c.condition).alias(f"{SCOPED}c{i}"))
+            for j, col in enumerate(self.table_cols):
+                if col in self.assignments[i]:
+                    cols.append(self.assignments[i][col].cast(self.types[col]).alias(f"{SCOPED}v{i}_{j}"))
+        return frame.alias(alias).select("*", *cols) if cols else frame
+
+    def _condition(self, i: int):
+        c = self.clauses[i]
+        if c.condition is None:
+            return None
+        return as_column(c.condition) if c.kind == MATCHED else F.col(f"{SCOPED}c{i}")
+
+    def _value(self, i: int, col: str):
+        if self.clauses[i].kind == MATCHED:
+            return self.assignments[i][col].cast(self.types[col])
+        return F.col(f"{SCOPED}v{i}_{self.table_cols.index(col)}")
 
     def _materialized_source(self) -> DataFrame:
         """The source evaluated once, with a stable per-row id."""
@@ -346,7 +405,8 @@ class MergePlan:
         for i, c in enumerate(self.clauses):
             if c.kind not in presence:
                 continue
-            applies = presence[c.kind] if c.condition is None else presence[c.kind] & as_column(c.condition)
+            cond = self._condition(i)
+            applies = presence[c.kind] if cond is None else presence[c.kind] & cond
             which = F.when(applies, F.lit(i)) if which is None else which.when(applies, F.lit(i))
         which = F.lit(None).cast("int") if which is None else which
         joined = joined.withColumn(CLAUSE, which)
@@ -368,12 +428,11 @@ class MergePlan:
                 if c.kind not in presence or c.action == "delete":
                     continue
                 if col in self.assignments[i]:
-                    value = self.assignments[i][col]
+                    value = self._value(i, col)
                 elif c.action == "update" and col in self.assigned_any:
-                    value = F.col(f"t.`{col}`")  # keeps its old value in this clause
+                    value = F.col(f"t.`{col}`").cast(self.types[col])  # keeps its old value in this clause
                 else:
                     continue
-                value = value.cast(self.types[col])
                 hit = F.col(CLAUSE) == i
                 expr = F.when(hit, value) if expr is None else expr.when(hit, value)
             columns.append((expr if expr is not None else F.lit(None).cast(self.types[col])).alias(col))
