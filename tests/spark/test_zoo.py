@@ -64,6 +64,18 @@ def test_read_equal(spark, zoo, name):
     assert [f.name for f in t.schema.fields] == ds.schema.names  # column order
 
 
+def test_data_source_reads_and_writes_a_branch(spark, zoo, tmp_path):
+    z = copy_table(zoo["branch"], str(tmp_path))
+    df = spark.read.format("lance").option("branch", "dev").load(z.path)
+    assert_same_rows(df, pylance_dataset(z).to_table(), sort_by=("id",))
+    tagged = spark.read.format("lance").option("version", "dev-t").load(z.path)  # a tag names its branch
+    assert tagged.count() == pylance_dataset(z).checkout_version(2).count_rows()
+    new = spark.createDataFrame(z.rows([95_000]))
+    new.write.format("lance").option("branch", "dev").mode("append").save(z.path)
+    assert 95_000 in pylance_dataset(z).to_table().column("id").to_pylist()
+    assert 95_000 not in lance.dataset(z.path).to_table().column("id").to_pylist()
+
+
 def pylance_rows(z: Zoo, version=None) -> list[dict]:
     ds = pylance_dataset(z)
     if version is not None:
