@@ -124,6 +124,20 @@ def build_zoo(root: str) -> dict[str, Zoo]:
     lance.dataset(p).delete("id % 6 = 0")
     zoo["clone"] = Zoo("clone", p, False, "2.1", source=zoo["v21"].path)
 
+    # Several base paths: a bare data directory (is_dataset_root false) and
+    # another table-shaped root (is_dataset_root true), pylance's multi-base.
+    p = os.path.join(root, "multibase")
+    b1, b2 = os.path.join(root, "mb_bare"), os.path.join(root, "mb_root")
+    os.makedirs(b1)
+    os.makedirs(b2)
+    bases = [lance.DatasetBasePath(b1, name="b1", is_dataset_root=False),
+             lance.DatasetBasePath(b2, name="b2", is_dataset_root=True)]
+    _write(p, make_rows(range(0, 60), "2.2"), "2.2", True, max_rows_per_file=30, initial_bases=bases,
+           target_bases=["b1"])
+    lance.write_dataset(make_rows(range(60, 90), "2.2"), p, mode="append", target_bases=["b2"])
+    lance.dataset(p).delete("id % 8 = 3")
+    zoo["multibase"] = Zoo("multibase", p, True, "2.2")
+
     p = os.path.join(root, "branched")
     build_branched(p)
     zoo["branch"] = Zoo("branch", p, True, "2.2", branch="dev")

@@ -49,7 +49,7 @@ def test_the_zoo_covers_the_layouts(zoo):
     assert lance.dataset(zoo["branch"].path).branches.list().keys() == {"dev"}
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", NAMES + ["multibase"])
 def test_read_equal(spark, zoo, name):
     z = zoo[name]
     t = ours_handle(spark, z)
