@@ -29,17 +29,19 @@ CONFLICT_RETRIES_CONF = "spark.lance_ops.conflictRetries"
 class LanceTable:
     """A Lance table at ``uri`` (any local path or fsspec URI)."""
 
-    def __init__(self, spark, uri: str, version: int | str | None = None, storage_options: dict | None = None):
+    def __init__(self, spark, uri: str, version: int | str | None = None, storage_options: dict | None = None,
+                 branch: str | None = None):
         register(spark)
         self._spark = spark
         retries = int(spark.conf.get(CONFLICT_RETRIES_CONF, str(DEFAULT_CONFLICT_RETRIES)))
         #: The Spark-free core of this handle (history, tags, vacuum, ...).
-        self.table = Table(uri, storage_options, version, conflictRetries=retries)
+        self.table = Table(uri, storage_options, version, branch=branch, conflictRetries=retries)
 
     # ------------------------------------------------------------ opening
     @classmethod
-    def forPath(cls, spark, uri: str, version: int | str | None = None, storage_options: dict | None = None) -> "LanceTable":
-        return cls(spark, uri, version=version, storage_options=storage_options)
+    def forPath(cls, spark, uri: str, version: int | str | None = None, storage_options: dict | None = None,
+                branch: str | None = None) -> "LanceTable":
+        return cls(spark, uri, version=version, storage_options=storage_options, branch=branch)
 
     @classmethod
     def isLanceTable(cls, spark, uri: str, storage_options: dict | None = None) -> bool:
@@ -92,6 +94,11 @@ class LanceTable:
     @property
     def version(self) -> int:
         return self.table.version
+
+    @property
+    def branch(self) -> str | None:
+        """The branch this handle reads (None: main)."""
+        return self.table.branch
 
     @property
     def schema(self):
@@ -315,8 +322,30 @@ class LanceTable:
         branch, metadata)."""
         return self.table.listTags(details)
 
+    # -------------------------------------------------------------- branches
+    def createBranch(self, name: str, version: int | str | None = None) -> "LanceTable":
+        """Fork branch ``name`` from a version of this handle's branch (default:
+        this handle's version; or a tag of it), in pylance's layout
+        (``tree/{name}/``, ``_refs/branches/{name}.json``); returns a handle on
+        the new branch. An existing name raises TableExistsError, a bad one
+        InvalidArgumentError."""
+        self.table.createBranch(name, version)
+        return LanceTable(self._spark, self.table.root.uri, storage_options=self.table.root.storage_options,
+                          branch=name)
+
+    def listBranches(self) -> dict:
+        """Branch name -> {"parentBranch", "parentVersion", "createdAt",
+        "metadata"} (pylance's and ours alike; main is not listed)."""
+        return self.table.listBranches()
+
+    def deleteBranch(self, name: str) -> None:
+        """Delete a branch and the files only it has (refused while another
+        branch forked from it or a tag names one of its versions, as pylance)."""
+        self.table.deleteBranch(name)
+
     def __repr__(self) -> str:
-        return f"LanceTable({self.uri!r}, version={self.version})"
+        on = f", branch={self.branch!r}" if self.branch else ""
+        return f"LanceTable({self.uri!r}, version={self.version}{on})"
 
 
 __all__ = ["LanceTable"]

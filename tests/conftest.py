@@ -33,3 +33,12 @@ def spark():
 @pytest.fixture
 def table_path(tmp_path):
     return str(tmp_path / "t.lance")
+
+
+@pytest.fixture(scope="session")
+def zoo(tmp_path_factory):
+    """Tables pylance 14 writes, of every layout (tests/zoo.py); copy one
+    (``tests.zoo.copy_table``) before changing it."""
+    from tests.zoo import build_zoo
+
+    return build_zoo(str(tmp_path_factory.mktemp("zoo")))

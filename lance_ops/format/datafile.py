@@ -22,7 +22,9 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 
-from ..errors import CorruptTableError, UnsupportedFeatureError
+from ..errors import CorruptTableError, InvalidArgumentError, UnsupportedFeatureError
+from .basepaths import data_file_location
+from .legacy import LegacyFileReader, is_legacy, legacy_file_schema
 from .naming import DATA_DIR, new_data_file_name
 from .proto import table_pb2
 from .schema import Field, Schema, data_file_field_ids, field_from_arrow, file_version_tuple
@@ -72,6 +74,8 @@ class DataFileWriter:
             storage_options=store.codec_options or None,
         )
         self.num_rows = 0
+        #: Top-level fields holding packed structs somewhere (see _for_packing).
+        self._packed = {f.name for f in self.fields if any(x.is_packed_struct for x in f.walk())}
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
@@ -79,6 +83,12 @@ class DataFileWriter:
         if not batch.schema.equals(self.arrow_schema, check_metadata=False):
             batch = pa.RecordBatch.from_arrays(
                 [batch.column(i) for i in range(batch.num_columns)], schema=self.arrow_schema
+            )
+        if self._packed:
+            batch = pa.RecordBatch.from_arrays(
+                [_for_packing(batch.column(i), f) if f.name in self._packed else batch.column(i)
+                 for i, f in enumerate(self.fields)],
+                schema=self.arrow_schema,
             )
         self._writer.write_batch(batch)
         self.num_rows += batch.num_rows
@@ -109,6 +119,53 @@ class DataFileWriter:
             pass
 
 
+def _for_packing(arr: pa.Array, f: Field) -> pa.Array:
+    """``arr`` (table field ``f``) as pylance's packed-struct encoders take it.
+
+    They store one validity for the whole struct: a child with a validity of
+    its own is refused ("Per-value compression not yet supported for block
+    type Nullable") or makes the codec panic. Arrays read back from a Lance
+    file carry child validity under every null struct; those bitmaps are
+    dropped. A child null inside a non-null struct cannot be stored at all
+    (pylance 14 cannot write it either): InvalidArgumentError."""
+    if not pa.types.is_struct(arr.type) or not f.children:
+        return arr
+    if isinstance(arr, pa.ChunkedArray):
+        return pa.chunked_array([_for_packing(c, f) for c in arr.chunks], type=arr.type)
+    if arr.offset:
+        arr = pa.concat_arrays([arr])  # (children below start at 0)
+    struct_null = arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else None
+    children = []
+    for i, child_field in enumerate(f.children):
+        child = arr.field(i)
+        if f.is_packed_struct and child.null_count:
+            child_null = child.is_null().to_numpy(zero_copy_only=False)
+            if struct_null is None or (child_null & ~struct_null).any():
+                raise InvalidArgumentError(
+                    f"packed struct column {f.name!r}: field {child_field.name!r} is null in a row whose struct "
+                    "is not; Lance's packed struct encoding stores one validity for the whole struct (pylance 14 "
+                    "cannot write this either). Fill the field, or use an unpacked struct column."
+                )
+            child = _without_validity(child)
+        elif not f.is_packed_struct:
+            child = _for_packing(child, child_field)
+        children.append(child)
+    mask = arr.is_null() if arr.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(arr.type), mask=mask)
+
+
+def _without_validity(arr: pa.Array) -> pa.Array:
+    """``arr`` with no validity bitmap of its own (values under it kept)."""
+    t = arr.type
+    if pa.types.is_struct(t):
+        return pa.StructArray.from_arrays([arr.field(i) for i in range(t.num_fields)], fields=list(t))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return type(arr).from_arrays(arr.offsets, arr.values, type=t)
+    if pa.types.is_fixed_size_list(t):
+        return pa.FixedSizeListArray.from_arrays(arr.values.slice(arr.offset * t.list_size, len(arr) * t.list_size), type=t)
+    return pa.Array.from_buffers(t, len(arr), [None] + arr.buffers()[1:], offset=arr.offset)
+
+
 # ---------------------------------------------------------------------------
 # File schemas annotated with table field ids
 # ---------------------------------------------------------------------------
@@ -118,7 +175,35 @@ _SCHEMA_CACHE_LOCK = threading.Lock()
 _SCHEMA_CACHE_SIZE = 4096
 
 
-def file_arrow_schema(uri: str, storage_options) -> pa.Schema:
+#: Codec messages that mean "a valid file this codec cannot decode" rather
+#: than damage.
+_UNSUPPORTED_MARKERS = ("unknown lance storage version", "not supported", "unsupported", "not implemented")
+
+
+def codec_error(e: Exception, uri: str, data_file: table_pb2.DataFile | None = None) -> Exception:
+    """The lance_ops error for a codec failure on ``uri``: a valid file the
+    codec cannot decode (a newer file version, an encoding it lacks) is
+    UnsupportedFeatureError naming the file, its version and what to do;
+    anything else is damage (CorruptTableError)."""
+    msg = str(e)
+    if any(m in msg.lower() for m in _UNSUPPORTED_MARKERS):
+        version = (
+            f"{data_file.file_major_version}.{data_file.file_minor_version}" if data_file is not None else "unknown"
+        )
+        try:
+            import lance
+
+            codec = f"pylance {lance.__version__}"
+        except Exception:  # pragma: no cover
+            codec = "pylance"
+        return UnsupportedFeatureError(
+            f"data file {uri} (Lance file format version {version}) uses a layout {codec}'s file codec cannot "
+            f"decode ({msg}); read it with the Lance version that wrote it, or upgrade pylance and lance_ops"
+        )
+    return CorruptTableError(f"cannot read data file: {msg}", uri)
+
+
+def file_arrow_schema(uri: str, storage_options, data_file: table_pb2.DataFile | None = None) -> pa.Schema:
     """Arrow schema of a data file (cached: data files are immutable)."""
     with _SCHEMA_CACHE_LOCK:
         s = _SCHEMA_CACHE.get(uri)
@@ -129,7 +214,7 @@ def file_arrow_schema(uri: str, storage_options) -> pa.Schema:
         reader = _lance_file().LanceFileReader(uri, storage_options=storage_options or None)
         s = reader.metadata().schema
     except Exception as e:  # the codec raises OSError / ValueError / RuntimeError
-        raise CorruptTableError(f"cannot open data file: {e}", uri) from e
+        raise codec_error(e, uri, data_file) from e
     with _SCHEMA_CACHE_LOCK:
         _SCHEMA_CACHE[uri] = s
         if len(_SCHEMA_CACHE) > _SCHEMA_CACHE_SIZE:
@@ -360,9 +445,10 @@ class FragmentDataReader:
         self.fragment = fragment
         self.targets = [schema.field(c) for c in columns]
         self.physical_rows = fragment.physical_rows
-        self._staging = store.codec_staging()
         self._plans = []
-        self._files: list[tuple[str, list[str]]] = []  # (uri, file columns)
+        #: (uri, file columns) of the files read; a legacy file's "uri" is
+        #: (store, path, DataFile) for :class:`LegacyFileReader`.
+        self._files: list[tuple[object, list[str]]] = []
         self._build_plans()
 
     def _build_plans(self) -> None:
@@ -373,16 +459,19 @@ class FragmentDataReader:
         annotated: list[list[FileNode] | None] = []
         uris: list[str | None] = []
         for df in files:
-            if df.base_id and df.HasField("base_id"):
-                raise UnsupportedFeatureError(
-                    f"data file {df.path} lives under a base path (shallow clone); not supported"
-                )
             if not wanted_ids & set(df.fields):
                 annotated.append(None)
                 uris.append(None)
                 continue
-            uri = self._staging.reader_uri(f"{DATA_DIR}/{df.path}")
-            nodes = annotate_file_schema(file_arrow_schema(uri, self.store.codec_options), df, self.schema)
+            where, rel = data_file_location(self.store, df)
+            if is_legacy(df):
+                # (the pylance codec reads 2.x files only)
+                uri = (where, rel, df)
+                arrow_schema = legacy_file_schema(where, rel, df)
+            else:
+                uri = where.codec_staging().reader_uri(rel)
+                arrow_schema = file_arrow_schema(uri, where.codec_options, df)
+            nodes = annotate_file_schema(arrow_schema, df, self.schema)
             annotated.append(nodes)
             uris.append(uri)
         used: dict[int, set[str]] = {}
@@ -442,14 +531,31 @@ class FragmentDataReader:
         lf = _lance_file()
         iters = []
         for uri, cols in self._files:
+            if isinstance(uri, tuple):  # a legacy file: (store, path, DataFile)
+                iters.append(rows_of(LegacyFileReader(*uri, columns=cols), batch_rows).to_batches())
+                continue
             try:
                 reader = lf.LanceFileReader(uri, storage_options=self.store.codec_options or None, columns=cols)
-                iters.append(rows_of(reader, batch_rows).to_batches())
+                iters.append(_checked(rows_of(reader, batch_rows).to_batches(), uri))
             except Exception as e:
-                raise CorruptTableError(f"cannot read data file: {e}", uri) from e
+                raise codec_error(e, uri) from e
         for batches in _aligned(iters):
             n = batches[0].num_rows
             yield pa.RecordBatch.from_arrays([_execute(p, batches, n) for p in self._plans], schema=schema)
+
+
+def _checked(batches, uri: str) -> Iterator[pa.RecordBatch]:
+    """``batches`` with codec failures while decoding turned into lance_ops
+    errors."""
+    it = iter(batches)
+    while True:
+        try:
+            b = next(it)
+        except StopIteration:
+            return
+        except Exception as e:
+            raise codec_error(e, uri) from e
+        yield b
 
 
 def _empty_batch(n: int) -> pa.RecordBatch:

@@ -24,6 +24,7 @@ import pyarrow.ipc as ipc
 from pyroaring import BitMap
 
 from ..errors import CorruptTableError
+from .basepaths import deletion_file_location
 from .naming import deletion_file_path, random_u64
 from .proto import table_pb2
 
@@ -132,11 +133,11 @@ def read_deletion_vector(store, fragment: table_pb2.DataFragment) -> DeletionVec
     if not has_deletion_file(fragment):
         return DeletionVector.empty()
     df = fragment.deletion_file
-    rel = deletion_path_of(fragment.id, df)
+    where, rel = deletion_file_location(store, fragment)
     try:
-        data = store.read_bytes(rel)
+        data = where.read_bytes(rel)
     except FileNotFoundError as e:
-        raise CorruptTableError("deletion file is missing", rel) from e
+        raise CorruptTableError("deletion file is missing", where.path(rel)) from e
     return DeletionVector.from_bytes(data, df.file_type == BITMAP, rel)
 
 

@@ -10,6 +10,14 @@ Layout (all integers little endian), as pylance 14 writes it::
 ``Manifest.index_section`` and ``Manifest.transaction_section`` (field 23) hold
 the offsets of the sections' length prefixes. pylance also reads the
 reference's field 21 for the transaction section; we read both and write 23.
+
+Legacy (0.x) tables with dictionary-encoded columns also keep each such
+field's dictionary *values* in the manifest file, where ``Field.dictionary``
+(offset, length) points: variable-length values as their bytes followed by
+``length + 1`` i64 absolute file offsets (``offset`` is where the offsets
+start), fixed-width values plainly. pylance reads them from the manifest of
+the version it opens, so every manifest we write for such a table carries
+them again -- at new positions (:class:`DictionaryValues`).
 """
 from __future__ import annotations
 
@@ -26,6 +34,17 @@ FOOTER_LEN = 16
 FOOTER_MAJOR, FOOTER_MINOR = 0, 2
 
 
+@dataclass(frozen=True)
+class DictionaryValues:
+    """The dictionary values of one legacy field, as stored in a manifest
+    file: ``data`` (the values' bytes) and, for variable-length values, the
+    ``length + 1`` offsets into ``data`` (None: fixed-width values)."""
+
+    data: bytes
+    length: int
+    offsets: tuple[int, ...] | None = None
+
+
 @dataclass
 class ManifestFile:
     """A decoded manifest file."""
@@ -36,6 +55,12 @@ class ManifestFile:
     #: Index metadata of this version (empty if none).
     indices: list[table_pb2.IndexMetadata]
     size: int
+    #: Dictionary values of legacy dictionary-encoded fields, by field id.
+    dictionaries: dict = None  # type: ignore[assignment]
+
+    def __post_init__(self):
+        if self.dictionaries is None:
+            self.dictionaries = {}
 
     def transaction(self) -> transaction_pb2.Transaction | None:
         if self.transaction_bytes is None:
@@ -90,21 +115,68 @@ def decode_manifest_file(data: bytes, path: str = "") -> ManifestFile:
         except DecodeError as e:
             raise CorruptTableError(f"cannot decode index section: {e}", path) from e
         indices = list(sec.indices)
-    return ManifestFile(m, txn_bytes, indices, len(data))
+    return ManifestFile(m, txn_bytes, indices, len(data), _read_dictionaries(m, data, path))
+
+
+_FIXED_WIDTH = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8}
+
+
+def _read_dictionaries(m: table_pb2.Manifest, data: bytes, path: str) -> dict[int, DictionaryValues]:
+    out = {}
+    end = len(data) - FOOTER_LEN
+    for f in m.fields:
+        if not f.HasField("dictionary") or f.dictionary.length == 0:
+            continue  # (2.x tables record an empty dictionary: the values are in the data files)
+        offset, length = f.dictionary.offset, f.dictionary.length
+        value_type = f.logical_type.split(":")[1] if f.logical_type.startswith("dict:") else ""
+        width = _FIXED_WIDTH.get(value_type)
+        if width is not None:
+            if offset < 0 or offset + length * width > end:
+                raise CorruptTableError(f"dictionary values of field {f.name!r} lie outside the file", path)
+            out[f.id] = DictionaryValues(data[offset: offset + length * width], length)
+            continue
+        if offset < 0 or length < 0 or offset + (length + 1) * 8 > end:
+            raise CorruptTableError(f"dictionary offsets of field {f.name!r} lie outside the file", path)
+        positions = struct.unpack_from(f"<{length + 1}q", data, offset)
+        start, stop = positions[0], positions[-1]
+        if not 0 <= start <= stop <= end:
+            raise CorruptTableError(f"dictionary values of field {f.name!r} lie outside the file", path)
+        out[f.id] = DictionaryValues(data[start:stop], length, tuple(p - start for p in positions))
+    return out
 
 
 def encode_manifest_file(
     manifest: table_pb2.Manifest,
     transaction_bytes: bytes | None,
     indices: list[table_pb2.IndexMetadata] | None,
+    dictionaries: dict[int, DictionaryValues] | None = None,
 ) -> bytes:
-    """Serialize a manifest file. Sets the section positions in ``manifest``.
+    """Serialize a manifest file. Sets the section positions in ``manifest``
+    (and the dictionary locations of legacy dictionary fields, whose values
+    ``dictionaries`` must hold).
 
     Unknown protobuf fields are discarded first: a manifest parsed from another
     writer's file may carry positions that point into *that* file.
     """
     manifest.DiscardUnknownFields()
     out = bytearray()
+    for f in manifest.fields:
+        if not f.HasField("dictionary") or (f.dictionary.length == 0 and f.id not in (dictionaries or {})):
+            continue
+        values = (dictionaries or {}).get(f.id)
+        if values is None:
+            raise CorruptTableError(
+                f"field {f.name!r} (id {f.id}) is dictionary-encoded (legacy) but its dictionary values "
+                "were not read from the previous manifest"
+            )
+        start = len(out)
+        out += values.data
+        if values.offsets is None:
+            f.dictionary.offset = start
+        else:
+            f.dictionary.offset = len(out)
+            out += struct.pack(f"<{len(values.offsets)}q", *(start + o for o in values.offsets))
+        f.dictionary.length = values.length
     if indices:
         sec = table_pb2.IndexSection(indices=indices).SerializeToString()
         manifest.index_section = len(out)

@@ -46,6 +46,9 @@ class Field:
     encoding: int = _ENC_NONE
     extension_name: str = ""
     unenforced_primary_key: bool = False
+    #: (offset, length) of a legacy dictionary field's values in the manifest
+    #: file (carried through; the manifest writer relocates them).
+    dictionary: tuple[int, int] | None = None
 
     # ------------------------------------------------------------------ walking
     def walk(self) -> Iterator["Field"]:
@@ -56,9 +59,16 @@ class Field:
 
     @property
     def is_packed_struct(self) -> bool:
-        return self.logical_type == "struct" and any(
-            self.metadata.get(k, b"").lower() in (b"true", b"1") for k in PACKED_STRUCT_KEYS
-        )
+        """A struct stored as one column (field metadata ``lance-encoding:packed``
+        true). Keys may be ``str`` (manifest fields) or ``bytes`` (Arrow
+        metadata as pyarrow returns it): both are looked up."""
+        if self.logical_type != "struct":
+            return False
+        for k in PACKED_STRUCT_KEYS:
+            v = self.metadata.get(k, self.metadata.get(k.encode()))
+            if v is not None and _b(v).lower() in (b"true", b"1"):
+                return True
+        return False
 
     def column_leaves(self) -> Iterator["Field"]:
         """Fields of this subtree that own a column in a 2.1+ data file."""
@@ -99,6 +109,7 @@ class Schema:
                 encoding=int(pb.encoding),
                 extension_name=pb.extension_name,
                 unenforced_primary_key=pb.unenforced_primary_key,
+                dictionary=(pb.dictionary.offset, pb.dictionary.length) if pb.HasField("dictionary") else None,
             )
             if pb.parent_id < 0:
                 top.append(f)
@@ -129,6 +140,8 @@ class Schema:
             )
             for k, v in f.metadata.items():
                 pb.metadata[k] = v
+            if f.dictionary is not None:
+                pb.dictionary.offset, pb.dictionary.length = f.dictionary
             out.append(pb)
             for c in f.children:
                 emit(c, f.id)
@@ -220,6 +233,10 @@ def _b(x) -> bytes:
     return x if isinstance(x, bytes) else str(x).encode()
 
 
+def _s(x) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
 def field_from_arrow(f: pa.Field) -> Field:
     """A Lance field tree (ids unassigned) for an Arrow field."""
     t = f.type
@@ -237,7 +254,8 @@ def field_from_arrow(f: pa.Field) -> Field:
             nullable=False,
         )
         children = [field_from_arrow(entries)]
-    meta = {_b(k): _b(v) for k, v in (f.metadata or {}).items()}
+    # Keys as str (as the manifest's map<string, bytes> has them), values bytes.
+    meta = {_s(k): _b(v) for k, v in (f.metadata or {}).items()}
     ext = ""
     if isinstance(t, pa.ExtensionType):
         ext = t.extension_name

@@ -11,13 +11,15 @@ rows (pylance 14's default file size; it does not cut output at the target).
 Then two commits, as pylance makes them: ``ReserveFragments`` for the new
 fragment ids, and a ``Rewrite`` whose read version is the planned version.
 
-Indices: pylance 14's index files address rows by row address (even with
-stable row ids: pylance remaps them on compaction). lance_ops cannot rewrite
-pylance's index files, so it *narrows* each index instead: the rewritten
-fragments leave the index's fragment bitmap and the new fragments read as
-unindexed (scanned), which keeps every query correct; fragments the compaction
-did not touch stay indexed. Re-create the index to cover the new fragments
-(``metrics["indicesNarrowed"]`` says how many indices lost coverage).
+Indices follow pylance 14's compaction (:mod:`lance_ops.format.indexremap`):
+BTREE indices (and BITMAP ones without stable row ids) address rows by row
+address, so once the new fragment ids are reserved a Spark task per index
+writes a remapped copy of its files (moved rows' new addresses, deleted rows
+dropped) and the Rewrite names it (``rewritten_indices``); BITMAP indices with
+stable row ids address rows by row id and just follow the rows; other index
+types (zone maps, bloom filters, vector, FTS) are narrowed (stable row ids) or
+left alone (without), so the new fragments are scanned -- as pylance does.
+``metrics["indicesRemapped"]`` / ``["indicesNarrowed"]`` count them.
 
 A concurrent delete / update / compaction of some group's fragments does not
 fail the job: the other groups commit and the affected ones are re-planned on
@@ -30,11 +32,14 @@ import logging
 
 from pyroaring import BitMap
 
+from ..format.indexremap import EXTEND, REMAP, compaction_rule
 from ..format.messages import copy_messages
+from ..format.naming import index_dir
 from ..format.proto import table_pb2
+from ..format.proto.transaction_pb2 import Transaction
 from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
 from ..spark.errors import executor_errors
-from ..spark.rewrite import RewriteContext, rewrite_group
+from ..spark.rewrite import IndexRemapTask, RewriteContext, rewrite_group
 from ..txn.compaction import CompactionOptions, group_metrics, plan_compaction
 from ..txn.log import Snapshot
 from ..txn.operations import ReserveFragments, Rewrite, RewriteGroup
@@ -61,13 +66,15 @@ class OptimizeBuilder:
         """Compact; returns a CommitInfo (``version`` None: nothing to do)."""
         t = self._table
         t._writable()
+        t.snapshot.new_data_file_version("compaction")
         opts = CompactionOptions(
             targetRowsPerFragment, materializeDeletions, materializeDeletionsThreshold,
             maxRowsPerFragment, maxSourceFragments,
         )
         opts.check()
         info = t._run("compaction", compact(t._spark, opts), commitProperties)
-        for k in ("fragmentsRemoved", "fragmentsAdded", "filesRemoved", "filesAdded", "rowsRewritten", "indicesNarrowed"):
+        for k in ("fragmentsRemoved", "fragmentsAdded", "filesRemoved", "filesAdded", "rowsRewritten",
+                  "indicesRemapped", "indicesNarrowed"):
             info.metrics.setdefault(k, 0)  # (nothing to compact: zeros)
         info.operation = info.operation or "Rewrite"
         return info
@@ -96,6 +103,12 @@ def compact(spark, opts: CompactionOptions):
         new_frags = [[table_pb2.DataFragment.FromString(b) for b in written[i]] for i in range(len(groups))]
         n_new = sum(len(g) for g in new_frags)
         op = Rewrite([RewriteGroup(copy_messages(old), new) for old, new in zip(groups, new_frags)], allow_partial=True)
+        rewritten_ids = BitMap(f.id for g in groups for f in g)
+        to_remap = [
+            idx for idx in snap.indices
+            if compaction_rule(idx, snap.stable_row_ids) == REMAP and idx.fragment_bitmap
+            and BitMap.deserialize(idx.fragment_bitmap) & rewritten_ids
+        ]
 
         def number_new_fragments(results) -> None:
             # ids reserved by the ReserveFragments commit just made
@@ -104,17 +117,25 @@ def compact(spark, opts: CompactionOptions):
                 for f in group:
                     f.id = next_id
                     next_id += 1
+            if to_remap:
+                op.rewritten_indices = remap_indices(spark, snap, to_remap, groups, new_frags)
+                staged.extra_files.extend(index_dir(r.new_id.uuid) for r in op.rewritten_indices)
 
         def committed_metrics(result) -> dict:
-            done = group_metrics(result.transaction.operation.groups)
-            old_ids = BitMap(result.transaction.operation.old_fragment_ids())
+            committed = result.transaction.operation
+            done = group_metrics(committed.groups)
+            old_ids = BitMap(committed.old_fragment_ids())
+            remapped = {bytes(r.old_id.uuid) for r in committed.rewritten_indices}
+            touched = [idx for idx in snap.indices if idx.fragment_bitmap and BitMap.deserialize(idx.fragment_bitmap) & old_ids]
+            done["indicesRemapped"] = sum(1 for idx in touched if bytes(idx.uuid.uuid) in remapped)
             done["indicesNarrowed"] = sum(
-                1 for idx in snap.indices if idx.fragment_bitmap and BitMap.deserialize(idx.fragment_bitmap) & old_ids
+                1 for idx in touched
+                if bytes(idx.uuid.uuid) not in remapped and compaction_rule(idx, snap.stable_row_ids) != EXTEND
             )
             if done["indicesNarrowed"]:
                 log.warning(
-                    "compaction of %s: %d index(es) no longer cover the rewritten fragments; re-create them to "
-                    "index the new fragments", snap.store.root, done["indicesNarrowed"],
+                    "compaction of %s: %d index(es) do not cover the new fragments (as pylance leaves them); "
+                    "queries scan those fragments", snap.store.root, done["indicesNarrowed"],
                 )
             return done
 
@@ -123,7 +144,7 @@ def compact(spark, opts: CompactionOptions):
             "materializeDeletions": opts.materialize_deletions,
             "materializeDeletionsThreshold": opts.materialize_deletions_threshold,
         }
-        return StagedCommit(
+        staged = StagedCommit(
             op, group_metrics(op.groups), params,
             before=[ReserveFragments(n_new)],
             finish=number_new_fragments,
@@ -131,5 +152,27 @@ def compact(spark, opts: CompactionOptions):
             rerun_after=lambda result: bool(result.transaction.operation.dropped_groups),
             metrics_after=committed_metrics,
         )
+        return staged
 
     return prepare
+
+
+def remap_indices(spark, snap: Snapshot, indices, groups, new_frags) -> list:
+    """Remap ``indices`` to the compaction's new row addresses: one Spark task
+    per index writes its new files; returns the ``RewrittenIndex`` entries."""
+    payload = [([f.SerializeToString() for f in old], [f.SerializeToString() for f in new])
+               for old, new in zip(groups, new_frags)]
+    frame = spark.createDataFrame([(i, idx.SerializeToString()) for i, idx in enumerate(indices)], "i int, idx binary")
+    with executor_errors():
+        rows = frame.repartition(len(indices)).mapInArrow(
+            IndexRemapTask(snap.store, payload), "i int, meta binary"
+        ).collect()
+    out = []
+    for r in sorted(rows, key=lambda r: r["i"]):
+        old = indices[r["i"]]
+        new = table_pb2.IndexMetadata.FromString(bytes(r["meta"]))
+        out.append(Transaction.Rewrite.RewrittenIndex(
+            old_id=old.uuid, new_id=new.uuid, new_index_details=new.index_details,
+            new_index_version=new.index_version, files=new.files,
+        ))
+    return out

@@ -71,6 +71,7 @@ FRAGMENT_KEY = "_fragment"
 def add_columns(spark, snapshot: Snapshot, source, *, read_columns=None, output_schema=None, on=None):
     """``prepare(snapshot) -> StagedCommit`` of addColumns; names are checked
     and SQL analyzed here, before any data is written."""
+    snapshot.new_data_file_version("addColumns")
     if isinstance(source, dict):
         plan = _ExpressionColumns(source)
     elif isinstance(source, DataFrame):
@@ -278,6 +279,7 @@ def _collect(df: DataFrame) -> dict:
 def rewrite_columns(spark, snapshot: Snapshot, exprs: dict, condition):
     """``prepare(snapshot) -> StagedCommit`` of rewriteColumns; bad SQL
     raises Spark's own error here, before any work."""
+    snapshot.new_data_file_version("rewriteColumns")
     check_assignments(snapshot, exprs)
     frame = analysis_frame(spark, snapshot)  # bad SQL fails here, before any work
     check_condition(frame, condition)

@@ -112,6 +112,7 @@ class MergeBuilder:
         """Run the merge; returns a CommitInfo."""
         t = self._table
         t._writable()
+        t.snapshot.new_data_file_version("merge")
         prepare = merge(t._spark, t.snapshot, self._source, self._condition, list(self._clauses), self._schema_evolution)
         return t._run("merge", prepare, commitProperties)
 

@@ -48,6 +48,7 @@ def assignment_columns(snapshot: Snapshot, assignments: dict) -> list:
 def update(spark, snapshot: Snapshot, condition, assignments: dict):
     """``prepare(snapshot) -> StagedCommit`` of an update; bad SQL raises
     Spark's own error here, before any work."""
+    snapshot.new_data_file_version("update")
     check_assignments(snapshot, assignments)
     predicate = describe(condition)
     exprs = ([condition] if condition is not None else []) + list(assignments.values())

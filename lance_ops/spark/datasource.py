@@ -8,6 +8,7 @@ Reading::
         .option("withRowId", True)            # + _rowid (also withRowAddr,
         .option("withLineage", True)          #   _row_created/last_updated...)
         .option("storage.<key>", value)       # storage_options
+        .option("branch", "dev")              # a branch (pylance's tree/dev)
 
 One input partition per group of small fragments (or per row range of a large
 fragment), about ``rowsPerPartition`` live rows each (few large tasks: each
@@ -24,6 +25,7 @@ the lineage columns skip whole fragments whose version bounds exclude them.
 Writing::
 
     df.write.format("lance").mode("append" | "overwrite").save(uri)
+    df.write.format("lance").option("branch", "dev").mode("append").save(uri)
 
 Executors write data files and return fragment metadata; the driver commits
 one transaction.
@@ -71,7 +73,7 @@ from ..format.scan import (
 )
 from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
 from ..storage.objectstore import ObjectStore
-from ..txn.log import open_version
+from ..txn.log import open_ref, open_version
 from .errors import executor_task
 from .types import spark_arrow_schema, spark_schema, to_spark_batch
 
@@ -90,6 +92,9 @@ class ReadOptions:
 
     path: str
     version: str | None = None
+    #: A branch of the table (None: main, or the branch ``path`` is the
+    #: directory of).
+    branch: str | None = None
     columns: list[str] | None = None
     metadata: list[str] = field(default_factory=list)
     storage_options: dict[str, str] = field(default_factory=dict)
@@ -109,7 +114,9 @@ class ReadOptions:
 
         if self.staged:
             return open_staged(store, self.staged)
-        return open_version(store, self.version if version is None else version)
+        if version is not None:
+            return open_version(store, version)
+        return open_ref(store, self.branch, self.version)
 
     @classmethod
     def parse(cls, options) -> "ReadOptions":
@@ -135,6 +142,7 @@ class ReadOptions:
         return cls(
             path=path,
             version=opts.get("version"),
+            branch=opts.get("branch") or None,
             columns=[c.strip() for c in cols.split(",") if c.strip()] if cols else None,
             metadata=meta,
             storage_options=storage,
@@ -195,8 +203,9 @@ def plan_partitions(fragments, rows_per_partition: int, split: bool = True) -> l
 
 
 class LanceScanReader(DataSourceReader):
-    def __init__(self, opts: ReadOptions, version: int, spark_schema_: T.StructType):
-        self.store = ObjectStore(opts.path, opts.storage_options)
+    def __init__(self, opts: ReadOptions, version: int, spark_schema_: T.StructType, store_uri: str | None = None):
+        # ``store_uri``: the root of the branch read (default: the path given)
+        self.store = ObjectStore(store_uri or opts.path, opts.storage_options)
         self.version = version
         snapshot = opts.open(self.store, version)
         self.lance_schema = snapshot.schema
@@ -376,6 +385,13 @@ class LanceDataSourceWriter(DataSourceArrowWriter):
             raise InvalidArgumentError("the lance data source needs a path: .save(uri)")
         storage = {k[len("storage."):]: v for k, v in dict(options).items() if k.lower().startswith("storage.")}
         store = ObjectStore(path, storage)
+        if opts.get("branch"):
+            from ..txn.refs import branch_file, branch_store, locate
+
+            root = locate(store)[0]
+            store = branch_store(root, opts["branch"])
+            if store is not root and not root.exists(branch_file(opts["branch"])):
+                raise InvalidArgumentError(f"branch {opts['branch']!r} does not exist in {root.root}")
         self.snapshot = latest_or_none(store)
         self.plan = plan_write(
             store,
@@ -435,26 +451,29 @@ class LanceDataSource(DataSource):
 
     def __init__(self, options):
         super().__init__(options)
-        self._resolved_version: int | None = None
+        self._resolved: tuple[str, int] | None = None
 
     def _opts(self) -> ReadOptions:
         return ReadOptions.parse(self.options)
 
+    def _open(self, opts: ReadOptions):
+        snap = opts.open(ObjectStore(opts.path, opts.storage_options))
+        # Pin the branch root and version: the reader runs in another process,
+        # maybe after a commit.
+        self._resolved = (snap.store.root, snap.version)
+        return snap
+
     def schema(self):
         opts = self._opts()
-        store = ObjectStore(opts.path, opts.storage_options)
-        snap = opts.open(store)
-        # Pin the version: the reader runs in another process, maybe after a commit.
-        self._resolved_version = snap.version
+        snap = self._open(opts)
         return spark_schema(snap.schema, opts.columns, opts.metadata)
 
     def reader(self, schema: T.StructType):
         opts = self._opts()
-        version = self._resolved_version
-        if version is None:
-            store = ObjectStore(opts.path, opts.storage_options)
-            version = opts.open(store).version
-        return self.reader_class(opts, version, schema)
+        if self._resolved is None:
+            self._open(opts)
+        store_uri, version = self._resolved
+        return self.reader_class(opts, version, schema, store_uri)
 
     def writer(self, schema: T.StructType, overwrite: bool):
         return LanceDataSourceWriter(self.options, schema, overwrite)

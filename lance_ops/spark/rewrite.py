@@ -28,6 +28,43 @@ class RewriteContext:
     max_rows_per_fragment: int
 
 
+class IndexRemapTask:
+    """``mapInArrow`` function remapping indices after compaction: rows of
+    ``(i int, idx binary)`` (index metadata) in, ``(i, meta binary)`` (the
+    remapped index's metadata, files written) out.
+    :mod:`lance_ops.format.indexremap` does the work."""
+
+    def __init__(self, store: ObjectStore, groups: list[tuple[list[bytes], list[bytes]]]):
+        self.store = store
+        self.groups = groups
+
+    def __call__(self, batches):
+        return _remap_indices(self, batches)
+
+
+@executor_task
+def _remap_indices(task: "IndexRemapTask", batches):
+    import pyarrow as pa
+
+    from ..format.indexremap import address_map, remap_index
+
+    groups = [
+        ([table_pb2.DataFragment.FromString(b) for b in old], [table_pb2.DataFragment.FromString(b) for b in new])
+        for old, new in task.groups
+    ]
+    amap = None
+    for batch in batches:
+        out_i, out_meta = [], []
+        for i, raw in zip(batch.column("i").to_pylist(), batch.column("idx").to_pylist()):
+            if amap is None:
+                amap = address_map(task.store, groups)
+            new = remap_index(task.store, table_pb2.IndexMetadata.FromString(raw), amap)
+            out_i.append(i)
+            out_meta.append(new.SerializeToString())
+        yield pa.RecordBatch.from_arrays([pa.array(out_i, pa.int32()), pa.array(out_meta, pa.binary())],
+                                         names=["i", "meta"])
+
+
 @executor_task
 def rewrite_group(ctx: RewriteContext, fragments: list[bytes]) -> list[bytes]:
     names = ctx.schema.names

@@ -82,6 +82,7 @@ def plan_write(
     from ..format.features import check_writable
 
     check_writable(snapshot.manifest, f"at {store.root}")
+    snapshot.new_data_file_version(mode)
     table_spark = spark_schema(snapshot.schema)
     if mode == "append":
         check_append_schema(table_spark, incoming)

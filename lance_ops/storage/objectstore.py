@@ -105,9 +105,14 @@ class ObjectStore:
         self.codec_native = self.scheme in CODEC_NATIVE_SCHEMES
         # fsspec's own spelling of the root (protocol stripped).
         self._fs_root = self.fs._strip_protocol(self.root).rstrip("/")
+        #: Base paths of the table's manifest, resolved: id -> (root URI,
+        #: is_dataset_root). Files with a ``base_id`` live there (shallow
+        #: clones, branches); set when a version is opened
+        #: (:mod:`lance_ops.txn.bases`), shipped to executors with the store.
+        self.bases: dict[int, tuple[str, bool]] = {}
 
     def __reduce__(self):
-        return (ObjectStore, (self.uri, self.storage_options))
+        return (ObjectStore, (self.uri, self.storage_options), {"bases": self.bases})
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.root!r})"

@@ -31,6 +31,7 @@ from ..format.features import (
     FLAG_STABLE_ROW_IDS,
     compute_flags,
 )
+from ..format.indexremap import compaction_rule
 from ..format.messages import copy_message
 from ..format.proto import table_pb2
 from ..format.schema import Schema
@@ -73,6 +74,9 @@ class BuildContext:
     #: Loads an older snapshot (Restore).
     load_snapshot: Callable[[int], Snapshot] | None = None
     timestamp: float | None = None
+    #: Out: dictionary values of legacy dictionary fields the new manifest
+    #: file must carry (by field id), from the manifest its fields came from.
+    dictionaries: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -91,6 +95,20 @@ class Draft:
     stable_row_ids: bool = False
 
 
+#: Manifest fields that describe one version only and are never carried into
+#: the next (set afresh in :func:`_finish`, or left empty): ``version_aux_data``
+#: is a position inside the *previous* manifest file ("not inheritable between
+#: versions"), the section offsets are positions in the file being written,
+#: ``tag`` is unused by pylance 14. Every other field is inherited from the
+#: previous manifest unless the operation changes it, or recomputed from the
+#: content (flags, fragments, high-water marks); tests/txn/test_manifest_fields
+#: classifies each field of the proto.
+PER_VERSION_FIELDS = (
+    "version", "version_aux_data", "writer_version", "timestamp", "tag", "transaction_file",
+    "index_section", "transaction_section", "transaction_section_deprecated",
+)
+
+
 def build_manifest(ctx: BuildContext, txn: Transaction) -> tuple[table_pb2.Manifest, list[table_pb2.IndexMetadata]]:
     prev = ctx.previous
     m = table_pb2.Manifest()
@@ -98,17 +116,22 @@ def build_manifest(ctx: BuildContext, txn: Transaction) -> tuple[table_pb2.Manif
         m.CopyFrom(prev.manifest)
         m.DiscardUnknownFields()
     m.ClearField("fragments")
-    m.ClearField("timestamp")
-    m.ClearField("tag")
+    for name in PER_VERSION_FIELDS:
+        m.ClearField(name)
+    previous_fragments = [copy_message(f) for f in prev.fragments] if prev else []
+    if prev is not None:
+        for f in previous_fragments:
+            inline_external_sequences(prev.store, f)
     draft = Draft(
         manifest=m,
-        fragments=[copy_message(f) for f in prev.fragments] if prev else [],
+        fragments=previous_fragments,
         indices=[copy_message(i) for i in prev.indices] if prev else [],
         stable_row_ids=prev.stable_row_ids if prev else ctx.stable_row_ids,
     )
     if prev is None:
         m.data_format.file_format = "lance"
         m.data_format.version = ctx.data_format or DEFAULT_DATA_FORMAT
+    ctx.dictionaries = dict(prev.file.dictionaries) if prev is not None else {}
     apply_operation(txn.operation, draft, ctx)
     _finish(draft, ctx, txn)
     return draft.manifest, draft.indices
@@ -220,6 +243,7 @@ def _(op: Restore, draft, ctx):
     draft.fragments = [copy_message(f) for f in src.fragments]
     draft.indices = [copy_message(i) for i in src.indices]
     draft.stable_row_ids = src.stable_row_ids
+    ctx.dictionaries = dict(src.file.dictionaries)
 
 
 @apply_operation.register
@@ -269,6 +293,7 @@ def _(op: Update, draft, ctx):
             frag = by_id.get(frag_id)
             if frag is None:
                 continue
+            inline_external_sequences(ctx.previous.store if ctx.previous else None, frag)
             offsets = np.frombuffer(BitMap.deserialize(raw).to_array(), dtype=np.uint32)
             versions = rowids.decode_versions(
                 frag.inline_last_updated_at_versions if frag.HasField("inline_last_updated_at_versions") else None,
@@ -299,8 +324,9 @@ def _(op: UpdateConfig, draft, ctx):
     if op.field_metadata_updates:
         by_id = {f.id: f for f in m.fields}
         for fid, upd in op.field_metadata_updates.items():
-            if fid in by_id:
-                _apply_map(by_id[fid].metadata, upd, encode=True)
+            if fid not in by_id:  # (dropped concurrently; pylance 14 refuses too)
+                raise InvalidArgumentError(f"field metadata update: field id {fid} does not exist in the schema")
+            _apply_map(by_id[fid].metadata, upd, encode=True)
 
 
 def _apply_map(target, upd, encode: bool = False) -> None:
@@ -391,13 +417,14 @@ def _drop_indices_on_missing_fields(draft: Draft, schema: Schema) -> None:
 
 
 def _rewrite_index_bitmaps(draft: Draft, op: Rewrite) -> None:
-    """Compaction moved rows. An index rewritten alongside (``rewritten_indices``,
-    pylance's remap) gets its new uuid and files; any other index is *narrowed*:
-    the rewritten groups' old fragments leave its bitmap and the new fragments
-    are not added, so they read as unindexed (scanned), which stays correct.
-    pylance 14's scalar indices address rows by row address even with stable row
-    ids (it remaps them on compaction), so keeping the new fragments in the
-    bitmap would return nothing for them."""
+    """Compaction moved rows; each index's fragment bitmap follows pylance
+    14's rules (:mod:`lance_ops.format.indexremap`): an index rewritten
+    alongside (``rewritten_indices``, remapped files) gets its new uuid, files
+    and a bitmap with each group's old ids swapped for its new ones; any other
+    index, by how its files address rows: with stable row ids, row-id
+    addressed ones (BITMAP) get the same swap, the rest are *narrowed* (old
+    ids out, new not in: the new fragments are scanned); without stable row
+    ids it is left alone (its old ids name fragments that no longer exist)."""
     rewritten = {bytes(r.old_id.uuid): r for r in op.rewritten_indices}
     old_ids = BitMap(op.old_fragment_ids())
     for idx in draft.indices:
@@ -411,22 +438,50 @@ def _rewrite_index_bitmaps(draft: Draft, op: Rewrite) -> None:
             if len(r.files):
                 idx.ClearField("files")
                 idx.files.extend(r.files)
-            if idx.fragment_bitmap:
-                bm = BitMap.deserialize(idx.fragment_bitmap)
-                for g in op.groups:
-                    old = BitMap(f.id for f in g.old_fragments)
-                    if old.issubset(bm):
-                        bm |= BitMap(f.id for f in g.new_fragments)
-                    bm -= old
-                idx.fragment_bitmap = bm.serialize()
+            idx.ClearField("base_id")  # (remapped files are the writer's own)
+            rule = "extend"
+        else:
+            rule = compaction_rule(idx, draft.stable_row_ids)
+        if not idx.fragment_bitmap or rule == "keep":
             continue
-        if idx.fragment_bitmap:
-            idx.fragment_bitmap = (BitMap.deserialize(idx.fragment_bitmap) - old_ids).serialize()
+        bm = BitMap.deserialize(idx.fragment_bitmap)
+        if rule in ("extend", "remap"):
+            for g in op.groups:
+                old = BitMap(f.id for f in g.old_fragments)
+                if old.issubset(bm):
+                    bm |= BitMap(f.id for f in g.new_fragments)
+                bm -= old
+        else:
+            bm -= old_ids
+        idx.fragment_bitmap = bm.serialize()
+
+
+def inline_external_sequences(store, frag: Fragment) -> None:
+    """Store a fragment's row id / version sequences inline. Sequences in
+    external files (other Lance writers) are read once and inlined -- as
+    pylance 14 writes them -- so every rule that reads or extends them
+    (moved rows, lineage, REWRITE_COLUMNS) works on one form, and the
+    sequences stay valid wherever the manifest is read from (a branch's
+    ``ExternalFile`` path would name its own root)."""
+    for which in (rowids.ROW_IDS, rowids.CREATED, rowids.UPDATED):
+        inline, external = which
+        if frag.HasField(external):
+            if store is None:
+                raise UnsupportedFeatureError(
+                    f"fragment {frag.id} keeps its {inline[len('inline_'):]} in an external file; "
+                    "reading it needs the table's store"
+                )
+            setattr(frag, inline, rowids.sequence_bytes(store, frag, which))
 
 
 def _finish(draft: Draft, ctx: BuildContext, txn: Transaction) -> None:
     m = draft.manifest
     version = ctx.version
+    store = ctx.previous.store if ctx.previous is not None else None
+    for f in draft.fragments:
+        inline_external_sequences(store, f)
+    for name in PER_VERSION_FIELDS:  # (a Restore copied the old version's)
+        m.ClearField(name)
     # Fragment ids.
     has_max = m.HasField("max_fragment_id")
     next_frag = (m.max_fragment_id + 1) if has_max else 0
@@ -508,13 +563,11 @@ def _created_by_row_id(prev: Snapshot | None) -> dict[int, int]:
     if prev is None:
         return out
     for f in prev.fragments:
-        if not f.HasField("inline_row_ids"):
+        ids_bytes = rowids.sequence_bytes(prev.store, f, rowids.ROW_IDS)
+        if ids_bytes is None:
             continue
-        ids = rowids.decode_row_ids(f.inline_row_ids)
-        created = rowids.decode_versions(
-            f.inline_created_at_versions if f.HasField("inline_created_at_versions") else None,
-            f.physical_rows,
-        )
+        ids = rowids.decode_row_ids(ids_bytes)
+        created = rowids.decode_versions(rowids.sequence_bytes(prev.store, f, rowids.CREATED), f.physical_rows)
         out.update(zip(ids.tolist(), created.tolist()))
     return out
 
@@ -526,10 +579,12 @@ def _validate(m: table_pb2.Manifest) -> None:
     if not want:
         return
     major, _, minor = want.partition(".")
-    expected = (0, 0) if major == "0" else (int(major), int(minor or 0))
+    legacy = major == "0"  # legacy tables record their files as 0.x (pylance 14: 0.2 in a "0.1" table)
+    expected = (int(major), int(minor or 0))
     for frag in m.fragments:
         for df in frag.files:
-            if (df.file_major_version, df.file_minor_version) != expected:
+            got = (df.file_major_version, df.file_minor_version)
+            if (got[0] != 0) if legacy else got != expected:
                 raise CorruptTableError(
                     f"data file {df.path} has version {df.file_major_version}.{df.file_minor_version} "
                     f"but the table's data format is {want}"

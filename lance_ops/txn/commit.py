@@ -34,6 +34,7 @@ from ..format.manifest import ManifestFile, encode_manifest_file
 from ..format.messages import copy_message
 from ..format.naming import TRANSACTIONS_DIR, ManifestNaming, staged_manifest_path
 from ..storage.objectstore import ObjectStore
+from .bases import attach_bases
 from .build import BuildContext, build_manifest
 from .conflicts import Pending, check, rebase
 from .log import Snapshot, TableLog, open_snapshot
@@ -180,7 +181,7 @@ def commit(
                     store.delete(cctx._published)
             checked_at = concurrent
         store.write_bytes(f"{TRANSACTIONS_DIR}/{txn.file_name}", txn_bytes)
-        data = encode_manifest_file(manifest, txn_bytes, indices)
+        data = encode_manifest_file(manifest, txn_bytes, indices, ctx.dictionaries)
         try:
             loc = handler.commit(new_version, naming, data)
         except BaseException as e:
@@ -193,7 +194,8 @@ def commit(
             raise
         if loc is not None:
             tlog.write_hint(new_version)
-            mf = ManifestFile(manifest, txn_bytes, indices, len(data))
+            mf = ManifestFile(manifest, txn_bytes, indices, len(data), ctx.dictionaries)
+            attach_bases(store, manifest)
             snap = Snapshot(store, new_version, mf, loc.naming)
             return CommitResult(snap, txn, concurrent, attempts)
         attempts += 1

@@ -184,9 +184,35 @@ def config_vs_overwrite(ours: UpdateConfig, theirs: Overwrite) -> Outcome:
 
 
 def overwrite_vs_config(ours: Overwrite, theirs: UpdateConfig) -> Outcome:
-    if theirs.touches_schema_metadata() or theirs.config_keys() & set(ours.config_upsert_values):
-        return FAIL
-    return OK
+    """An Overwrite replaces the schema (and its metadata) anyway: only a
+    config key both set conflicts (pylance 14, differential test)."""
+    return FAIL if theirs.config_keys() & set(ours.config_upsert_values) else OK
+
+
+def merge_vs_config(ours: Merge, theirs: UpdateConfig) -> Outcome:
+    """A Merge carries the whole new schema: schema or field metadata changed
+    concurrently would be lost -- retry (pylance 14)."""
+    return RETRY if theirs.touches_schema_metadata() else OK
+
+
+def restore_vs_config(ours: Restore, theirs: UpdateConfig) -> Outcome:
+    """Restoring an old schema over a concurrent schema / field metadata
+    change is incompatible (pylance 14); config keys are not."""
+    return FAIL if theirs.touches_schema_metadata() else OK
+
+
+def index_vs_index(ours: CreateIndex, theirs: CreateIndex) -> Outcome:
+    """Two commits creating (or replacing) an index of the same name: retry
+    (pylance 14); different indices commit side by side."""
+    mine = {i.name for i in ours.new_indices}
+    return RETRY if mine & {i.name for i in theirs.new_indices} else OK
+
+
+def columns_vs_project(ours: Update, theirs) -> Outcome:
+    """Rewriting columns after a concurrent drop / rename: fine (rebased)
+    unless a rewritten column is gone (pylance 14)."""
+    kept = {f.id for f in theirs.schema.walk()} if theirs.schema is not None else set()
+    return RETRY if set(ours.fields_modified) - kept else REBASE
 
 
 def config_vs_merge(ours: UpdateConfig, theirs: Merge) -> Outcome:
@@ -211,14 +237,14 @@ RULES: dict[str, tuple] = {
     "Append":          (OK,     OK,     OK,     OK,     OK,     OK,     OK,     FAIL,   FAIL,   OK,     OK,     OK,     OK),
     "Delete":          (REBASE, _rw,    _rw,    _rw,    RETRY,  REBASE, _fr,    FAIL,   FAIL,   REBASE, REBASE, REBASE, _fr),
     "UpdateRows":      (REBASE, _rw,    _rw,    _rw,    RETRY,  REBASE, _fr,    FAIL,   FAIL,   REBASE, REBASE, REBASE, _fr),
-    "UpdateColumns":   (REBASE, _fr,    _fr,    _fr,    RETRY,  RETRY,  _fr,    FAIL,   FAIL,   REBASE, REBASE, REBASE, _fr),
-    "Merge":           (RETRY,  merge_vs_delete, RETRY, RETRY, RETRY, FAIL, RETRY, FAIL, FAIL, OK,    OK,     OK,     RETRY),
+    "UpdateColumns":   (REBASE, _fr,    _fr,    _fr,    RETRY,  columns_vs_project, _fr, FAIL, FAIL, REBASE, REBASE, REBASE, _fr),
+    "Merge":           (RETRY,  merge_vs_delete, RETRY, RETRY, RETRY, FAIL, RETRY, FAIL, FAIL, OK,    merge_vs_config, OK, RETRY),
     "Project":         (OK,     OK,     OK,     OK,     RETRY,  RETRY,  OK,     FAIL,   FAIL,   OK,     OK,     OK,     OK),
     "Rewrite":         (OK,     _rg,    _rg,    _rg,    RETRY,  OK,     _rg,    FAIL,   FAIL,   rewrite_vs_index, OK, OK, _rg),
-    "CreateIndex":     (OK,     OK,     OK,     OK,     OK,     OK,     index_vs_rewrite, FAIL, FAIL, OK, OK,   OK,     index_vs_replacement),
+    "CreateIndex":     (OK,     OK,     OK,     OK,     OK,     OK,     index_vs_rewrite, FAIL, FAIL, index_vs_index, OK, OK, index_vs_replacement),
     "UpdateConfig":    (OK,     OK,     OK,     OK,     config_vs_merge, OK, OK, config_vs_overwrite, config_vs_restore, OK, config_vs_config, OK, OK),
     "Overwrite":       (OK,     OK,     OK,     OK,     OK,     OK,     OK,     RETRY,  OK,     OK,     overwrite_vs_config, OK, OK),
-    "Restore":         (OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK),
+    "Restore":         (OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     restore_vs_config, OK, OK),
     "ReserveFragments":(OK,     OK,     OK,     OK,     OK,     OK,     OK,     FAIL,   FAIL,   OK,     OK,     OK,     OK),
     "DataReplacement": (OK,     OK,     OK,     OK,     OK,     OK,     _fr,    FAIL,   FAIL,   replacement_vs_index, OK, OK, replacement_vs_replacement),
 }
@@ -318,6 +344,9 @@ def rebase(ours: Transaction, pending: Pending, latest: Snapshot) -> Transaction
         keep = [g for g in op.groups if not ({f.id for f in g.old_fragments} & pending.changed_fragments)]
         op.dropped_groups += [g for g in op.groups if g not in keep]
         op.groups = keep
+        # indices remapped for every group would misplace the dropped groups'
+        # rows: commit without them (the build narrows or keeps those indices)
+        op.rewritten_indices = []
         pending.changed_fragments = set()
     if isinstance(op, (Delete, Update)) and pending.outcome >= REBASE:
         ours.read_version = latest.version

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..errors import CorruptTableError, TableNotFoundError
+from ..errors import CorruptTableError, TableNotFoundError, UnsupportedFeatureError
 from ..format.features import check_readable, uses_stable_row_ids
 from ..format.manifest import ManifestFile, decode_manifest_file
 from ..format.messages import copy_message
@@ -21,6 +21,7 @@ from ..format.proto import table_pb2
 from ..format.schema import Schema
 from ..storage.commit import ManifestLocation
 from ..storage.objectstore import ObjectStore
+from .bases import attach_bases
 from .operations import Transaction
 
 
@@ -125,6 +126,23 @@ class Snapshot:
                 return f"{f.file_major_version}.{f.file_minor_version}"
         return "2.2"
 
+    def new_data_file_version(self, operation: str) -> str:
+        """The file format version of data files a change of this table
+        writes; a legacy (0.x) table refuses (UnsupportedFeatureError) before
+        anything is written: pylance's file codec writes 2.x files only, and
+        pylance refuses a table mixing legacy and 2.x data files."""
+        version = self.data_format_version
+        if version.startswith("0."):
+            raise UnsupportedFeatureError(
+                f"{operation} writes data files, and the table at {self.store.root} has the legacy data "
+                f"storage version {version}: lance_ops writes data files through pylance's codec, which "
+                "writes 2.x files only, and a table cannot mix the two. delete, dropColumns, renameColumn, "
+                "setProperties, restoreToVersion, tags and vacuum work on legacy tables; to change data, "
+                "migrate the table to a 2.x data storage version first (pylance: lance.write_dataset("
+                "lance.dataset(uri).to_table(), new_uri, data_storage_version='2.0'))"
+            )
+        return version
+
     def with_schema(self, schema: Schema) -> "Snapshot":
         """This version as it would be with ``schema`` (in memory, for planning
         a change that also changes the schema; nothing is written)."""
@@ -134,7 +152,9 @@ class Snapshot:
         m.ClearField("schema_metadata")
         for k, v in schema.metadata.items():
             m.schema_metadata[k] = v
-        return Snapshot(self.store, self.version, ManifestFile(m, self.file.transaction_bytes, self.file.indices, 0), self.naming)
+        return Snapshot(self.store, self.version,
+                        ManifestFile(m, self.file.transaction_bytes, self.file.indices, 0, self.file.dictionaries),
+                        self.naming)
 
     def fragment(self, fragment_id: int) -> table_pb2.DataFragment | None:
         for f in self.fragments:
@@ -166,14 +186,27 @@ def open_snapshot(store: ObjectStore, version: int | None = None) -> Snapshot:
             store.path(loc.path),
         )
     check_readable(mf.manifest, f"at {store.root}")
+    attach_bases(store, mf.manifest)
     return Snapshot(store, loc.version, mf, loc.naming)
 
 
 def open_version(store: ObjectStore, version: int | str | None = None) -> Snapshot:
-    """Snapshot for a version number, a tag name or None (latest)."""
+    """Snapshot for a version number, a tag name (of ``store``'s branch) or
+    None (latest)."""
     from .refs import resolve_version
 
     return open_snapshot(store, resolve_version(store, version))
+
+
+def open_ref(store: ObjectStore, branch: str | None = None, version: int | str | None = None) -> Snapshot:
+    """Snapshot of ``version`` (number, tag or None) of ``branch`` (None:
+    ``store``'s own branch) of the table ``store`` belongs to; a tag names its
+    own branch. The snapshot's store is the branch's."""
+    from .refs import branch_store, locate, resolve_ref
+
+    root, here = locate(store)
+    branch, number = resolve_ref(root, branch if branch is not None else here, version)
+    return open_snapshot(store if branch == here else branch_store(root, branch), number)
 
 
 def latest_or_none(store: ObjectStore) -> Snapshot | None:

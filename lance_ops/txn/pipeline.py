@@ -157,7 +157,9 @@ def operation_files(op: Operation) -> set[str]:
     if isinstance(op, Update):
         return _fragment_files(op.updated_fragments) | _fragment_files(op.new_fragments)
     if isinstance(op, Rewrite):
-        return _fragment_files(f for g in op.groups + op.dropped_groups for f in g.new_fragments)
+        return _fragment_files(f for g in op.groups + op.dropped_groups for f in g.new_fragments) | {
+            index_dir(r.new_id.uuid) for r in op.rewritten_indices
+        }
     if isinstance(op, DataReplacement):
         return {f"{DATA_DIR}/{df.path}" for _, df in op.replacements if not df.HasField("base_id")}
     if isinstance(op, CreateIndex):
@@ -278,6 +280,7 @@ def _commit_staged(store, staged: StagedCommit, read_version: int, user: dict, o
         base = results[-1].version
     if staged.finish is not None:
         staged.finish(results)
+        owned.update(staged.extra_files)  # (finish may have written more: remapped indices)
     # The main transaction reads the version it was prepared from, unless a
     # preceding commit of ours changed what it builds on (schema evolution).
     main_read = read_version if not staged.before or isinstance(staged.operation, Rewrite) else base

@@ -21,6 +21,8 @@ from ..format.naming import BRANCHES_DIR, TAGS_DIR, TREE_DIR
 from ..storage.objectstore import ObjectStore
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+#: pylance's name of the default branch.
+MAIN_BRANCH = "main"
 
 
 def validate_tag_name(name: str) -> None:
@@ -47,37 +49,49 @@ def _now() -> str:
 
 
 def read_tag(store: ObjectStore, name: str) -> dict:
+    """The content of tag ``name`` (tags live at the table's main root, whatever
+    branch ``store`` is)."""
+    root = locate(store)[0]
     try:
-        data = store.read_bytes(_path(name))
+        data = root.read_bytes(_path(name))
     except FileNotFoundError as e:
-        raise TableNotFoundError(f"tag {name!r} does not exist in {store.root}") from e
+        raise TableNotFoundError(f"tag {name!r} does not exist in {root.root}") from e
     try:
         doc = json.loads(data)
         int(doc["version"])
         return doc
     except (ValueError, KeyError, TypeError) as e:
-        raise CorruptTableError(f"malformed tag file: {e}", store.path(_path(name))) from e
+        raise CorruptTableError(f"malformed tag file: {e}", root.path(_path(name))) from e
 
 
 def list_tags(store: ObjectStore) -> dict[str, dict]:
+    """Every tag of the table (all branches): name -> the tag file's content."""
+    root = locate(store)[0]
     out = {}
-    for info in store.list_dir(TAGS_DIR):
+    for info in root.list_dir(TAGS_DIR):
         if info.name.endswith(".json"):
             name = info.name[: -len(".json")]
-            out[name] = read_tag(store, name)
+            out[name] = read_tag(root, name)
     return dict(sorted(out.items()))
 
 
-def write_tag(store: ObjectStore, name: str, version: int, manifest_size: int, *, update: bool = False) -> dict:
+def tag_branch(doc: dict) -> str | None:
+    """The branch a tag names (None: main)."""
+    return normalize_branch(doc.get("branch"))
+
+
+def write_tag(store: ObjectStore, name: str, version: int, manifest_size: int, *, update: bool = False,
+              branch: str | None = None) -> dict:
     validate_tag_name(name)
+    root = locate(store)[0]
     now = _now()
     created = now
-    if store.exists(_path(name)):
+    if root.exists(_path(name)):
         if not update:
-            raise TableExistsError(f"tag {name!r} already exists in {store.root}")
-        created = read_tag(store, name).get("createdAt", now)
+            raise TableExistsError(f"tag {name!r} already exists in {root.root}")
+        created = read_tag(root, name).get("createdAt", now)
     doc = {
-        "branch": None,
+        "branch": branch,
         "version": int(version),
         "createdAt": created,
         "updatedAt": now,
@@ -86,39 +100,42 @@ def write_tag(store: ObjectStore, name: str, version: int, manifest_size: int, *
     }
     data = json.dumps(doc, indent=2).encode()
     if update:
-        store.write_bytes(_path(name), data)
-    elif not store.commit_handler.put_if_not_exists(_path(name), data):
-        raise TableExistsError(f"tag {name!r} already exists in {store.root}")
+        root.write_bytes(_path(name), data)
+    elif not root.commit_handler.put_if_not_exists(_path(name), data):
+        raise TableExistsError(f"tag {name!r} already exists in {root.root}")
     return doc
 
 
 def delete_tag(store: ObjectStore, name: str) -> None:
     validate_tag_name(name)
-    if not store.exists(_path(name)):
-        raise TableNotFoundError(f"tag {name!r} does not exist in {store.root}")
-    store.delete(_path(name))
+    root = locate(store)[0]
+    if not root.exists(_path(name)):
+        raise TableNotFoundError(f"tag {name!r} does not exist in {root.root}")
+    root.delete(_path(name))
 
 
 def create_tag(store: ObjectStore, name: str, version: int | str) -> dict:
-    """Tag ``version`` (a number, or another tag's name) as ``name``. The
-    version must exist (its manifest size goes into the tag file, which
-    pylance requires)."""
+    """Tag ``version`` (a number, or another tag's name) of the branch
+    ``store`` is rooted at as ``name``. The version must exist (its manifest
+    size goes into the tag file, which pylance requires)."""
     from .log import TableLog
 
     validate_tag_name(name)
     v = resolve_version(store, version)
     manifest = TableLog(store).read_manifest(v)
-    return write_tag(store, name, v, manifest.size)
+    return write_tag(store, name, v, manifest.size, branch=locate(store)[1])
 
 
 def tag_versions(store: ObjectStore) -> dict[str, int]:
-    """Tag name -> version, sorted by name."""
-    return {name: int(doc["version"]) for name, doc in list_tags(store).items()}
+    """Tag name -> version of the tags of ``store``'s branch, sorted by name."""
+    branch = locate(store)[1]
+    return {name: int(doc["version"]) for name, doc in list_tags(store).items() if tag_branch(doc) == branch}
 
 
 def resolve_version(store: ObjectStore, version) -> int | None:
     """None -> None (latest); an int or numeric string -> that int; otherwise a
-    tag name -> its version."""
+    tag name -> its version, which must be a version of ``store``'s branch
+    (:func:`resolve_ref` follows a tag to its branch)."""
     if version is None or version == "":
         return None
     if isinstance(version, int):
@@ -126,7 +143,32 @@ def resolve_version(store: ObjectStore, version) -> int | None:
     s = str(version).strip()
     if s.isdigit():
         return int(s)
-    return int(read_tag(store, s)["version"])
+    doc = read_tag(store, s)
+    branch = locate(store)[1]
+    if tag_branch(doc) != branch:
+        raise InvalidArgumentError(
+            f"tag {s!r} names version {doc['version']} of branch {tag_branch(doc) or 'main'}, not of "
+            f"{branch or 'main'}; open that branch (branch={tag_branch(doc)!r})"
+        )
+    return int(doc["version"])
+
+
+def resolve_ref(root: ObjectStore, branch: str | None, version) -> tuple[str | None, int | None]:
+    """(branch, version number or None for the latest) of a reference: a
+    version number of ``branch``, or a tag -- which names its own branch
+    (pylance's ``checkout_version("tag")``). ``branch`` given and different
+    from the tag's is an error."""
+    branch = normalize_branch(branch)
+    if version is None or version == "" or isinstance(version, int) or str(version).strip().isdigit():
+        return branch, resolve_version(root, version) if version is not None else None
+    name = str(version).strip()
+    doc = read_tag(root, name)
+    tb = tag_branch(doc)
+    if branch is not None and tb != branch:
+        raise InvalidArgumentError(
+            f"tag {name!r} names version {doc['version']} of branch {tb or 'main'}, not of branch {branch}"
+        )
+    return tb, int(doc["version"])
 
 
 # ------------------------------------------------------------------ branches
@@ -165,6 +207,44 @@ def list_branches(store: ObjectStore) -> dict[str, dict]:
             raise CorruptTableError(f"malformed branch file: {e}", store.path(rel)) from e
         out[name] = doc
     return dict(sorted(out.items()))
+
+
+def normalize_branch(branch) -> str | None:
+    """None for the main branch (pylance also spells it "main")."""
+    if branch is None or branch == "" or branch == MAIN_BRANCH:
+        return None
+    return str(branch)
+
+
+def branch_store(root: ObjectStore, branch: str | None) -> ObjectStore:
+    """The store of ``branch`` (None: main) of the table rooted at ``root``."""
+    branch = normalize_branch(branch)
+    if branch is None:
+        return root
+    store = ObjectStore(branch_root(root.root, branch), root.storage_options)
+    store.__dict__["_located"] = (root, branch)
+    return store
+
+
+def locate(store: ObjectStore) -> tuple[ObjectStore, str | None]:
+    """(main root store, branch) of ``store``: a branch's directory
+    (``{root}/tree/{name}`` with ``_refs/branches/{name}.json`` at ``root``)
+    or the table's main root. Cached on the store."""
+    found = store.__dict__.get("_located")
+    if found is not None:
+        return found
+    found = (store, None)
+    marker = f"/{TREE_DIR}/"
+    at = store.root.find(marker)
+    while at > 0:
+        root_uri, name = store.root[:at], store.root[at + len(marker):]
+        candidate = ObjectStore(root_uri, store.storage_options)
+        if name and candidate.exists(branch_file(name)):
+            found = (candidate, name)
+            break
+        at = store.root.find(marker, at + 1)
+    store.__dict__["_located"] = found
+    return found
 
 
 def dataset_root(store: ObjectStore, branch: str | None) -> ObjectStore:

@@ -20,22 +20,46 @@ from ..results import CommitInfo
 from ..storage.objectstore import ObjectStore
 from .commit import Check, NewTable
 from .history import detail, history_rows
-from .log import Snapshot, TableLog, open_version
+from .log import Snapshot, TableLog, open_snapshot
 from .operations import UpdateConfig
 from .pipeline import DEFAULT_CONFLICT_RETRIES, StagedCommit, WriteOptions, execute
-from .refs import create_tag, delete_tag, list_tags, tag_versions
+from .refs import (
+    branch_file,
+    branch_store,
+    create_tag,
+    delete_tag,
+    list_branches,
+    list_tags,
+    locate,
+    resolve_ref,
+    resolve_version,
+    tag_versions,
+)
 
 
 class Table:
     """A Lance table at ``uri`` (a local path or fsspec URI), read at
-    ``version`` (a number or tag name; None: the latest). A handle opened at a
-    version is a read-only time-travel view."""
+    ``version`` (a number or tag name; None: the latest) of ``branch`` (None
+    or "main": the main branch; a tag names its own branch). A handle opened
+    at a version is a read-only time-travel view."""
 
     def __init__(self, uri: str, storage_options: dict | None = None, version: int | str | None = None,
-                 *, conflictRetries: int = DEFAULT_CONFLICT_RETRIES):
-        self.store = ObjectStore(uri, storage_options)
+                 *, branch: str | None = None, conflictRetries: int = DEFAULT_CONFLICT_RETRIES):
+        opened = ObjectStore(uri, storage_options)
+        # ``uri`` may be a branch's own directory (``{root}/tree/{name}``)
+        root, here = locate(opened)
+        if branch is None and here is not None:
+            branch = here
+        branch, number = resolve_ref(root, branch, version)
+        #: The table's main root (tags and branch files live there).
+        self.root = root
+        #: The branch this handle reads (None: main).
+        self.branch = branch
+        self.store = opened if branch == here else branch_store(root, branch)
+        if branch is not None and branch != here and not root.exists(branch_file(branch)):
+            raise TableNotFoundError(f"branch {branch!r} does not exist in {root.root}")
         self.pinned = version is not None
-        self.snapshot: Snapshot = open_version(self.store, version)
+        self.snapshot: Snapshot = open_snapshot(self.store, number)
         #: Re-runs allowed on retryable conflicts.
         self.conflictRetries = int(conflictRetries)
         #: Pre-commit checks run by every write of this handle (after every
@@ -72,9 +96,10 @@ class Table:
         return self.snapshot.num_rows()
 
     def refresh(self) -> "Table":
-        """Move to the latest version (not for time-travel handles)."""
+        """Move to the latest version of this handle's branch (not for
+        time-travel handles)."""
         self.writable()
-        self.snapshot = open_version(self.store, None)
+        self.snapshot = open_snapshot(self.store, None)
         return self
 
     def history(self, limit: int | None = None) -> list[dict]:
@@ -85,7 +110,9 @@ class Table:
         return history_rows(self.store, limit, upto=self.version if self.pinned else None)
 
     def detail(self) -> dict[str, Any]:
-        return detail(self.snapshot)
+        out = detail(self.snapshot)
+        out["branch"] = self.branch
+        return out
 
     def properties(self) -> dict[str, str]:
         """The table config (pylance's ``ds.config()``)."""
@@ -93,16 +120,45 @@ class Table:
 
     # ------------------------------------------------------------------ tags
     def listTags(self, details: bool = False) -> dict:
-        """Tag name -> version (``details=True``: the tag file's content)."""
+        """Tag name -> version of the tags of this handle's branch
+        (``details=True``: every tag of the table, name -> the tag file's
+        content, whose ``branch`` says which branch it names)."""
         return list_tags(self.store) if details else tag_versions(self.store)
 
     def createTag(self, name: str, version: int | str | None = None) -> None:
-        """Name a version (default: this handle's). Commits no version, so it
-        also works on time-travel handles."""
+        """Name a version of this handle's branch (default: this handle's).
+        Commits no version, so it also works on time-travel handles."""
         create_tag(self.store, name, self.version if version is None else version)
 
     def deleteTag(self, name: str) -> None:
         delete_tag(self.store, name)
+
+    # -------------------------------------------------------------- branches
+    def createBranch(self, name: str, version: int | str | None = None) -> "Table":
+        """Fork branch ``name`` from a version of this handle's branch
+        (default: this handle's version; a tag of this branch works too), in
+        pylance's layout; returns a handle on the new branch."""
+        from .branches import create_branch
+
+        source = self.snapshot if version is None else open_snapshot(self.store, resolve_version(self.store, version))
+        create_branch(source, name)
+        return Table(self.root.uri, self.root.storage_options, branch=name, conflictRetries=self.conflictRetries)
+
+    def listBranches(self) -> dict[str, dict]:
+        """Branch name -> {"parentBranch", "parentVersion", "createdAt",
+        "metadata"} (main is not listed)."""
+        from .branches import branch_info
+
+        return {name: branch_info(doc) for name, doc in list_branches(self.root).items()}
+
+    def deleteBranch(self, name: str) -> None:
+        """Delete a branch and its own files (refused while another branch
+        forked from it or a tag names one of its versions)."""
+        from .branches import delete_branch
+
+        if name == self.branch:
+            raise InvalidArgumentError(f"cannot delete branch {name!r} through a handle on it")
+        delete_branch(self.root, name)
 
     # ---------------------------------------------------------------- writes
     def writable(self) -> None:
@@ -123,7 +179,7 @@ class Table:
         )
         info = execute(self.store, self.snapshot, prepare, options)
         if info.version is not None:
-            self.snapshot = open_version(self.store, info.version)
+            self.snapshot = open_snapshot(self.store, info.version)
         self.lastCommit = info
         return info
 
@@ -172,4 +228,5 @@ class Table:
         return vacuum(self.store, self.version, retentionHours, dryRun, enforce=enforceRetentionDuration)
 
     def __repr__(self) -> str:
-        return f"Table({self.uri!r}, version={self.version})"
+        on = f", branch={self.branch!r}" if self.branch else ""
+        return f"Table({self.uri!r}, version={self.version}{on})"

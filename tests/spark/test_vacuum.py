@@ -33,7 +33,7 @@ def age_versions(path, versions, seconds):
         mf = read_manifest(path, v)
         mf.manifest.timestamp.seconds -= seconds
         with open(files[v], "wb") as f:
-            f.write(encode_manifest_file(mf.manifest, mf.transaction_bytes, mf.indices))
+            f.write(encode_manifest_file(mf.manifest, mf.transaction_bytes, mf.indices, mf.dictionaries))
 
 
 def age_table(path, seconds):

@@ -25,7 +25,7 @@ SCHEMA_ABC = Schema.from_arrow(pa.schema([("a", pa.int64()), ("b", pa.int64()), 
 SCHEMA_AC = SCHEMA_ABC.project(["a", "c"])
 
 F_DELETIONS, F_STABLE, F_CONFIG, F_BASES = 1, 2, 8, 16
-F_COVERED_INDEX, F_MIXED_VERSIONS = 128, 256
+F_MIXED_VERSIONS = 256
 
 TS = 1_700_000_000.25
 UUID = "00000000-0000-4000-8000-00000000abcd"
@@ -272,15 +272,15 @@ def test_append_of_a_file_in_another_format_version_is_refused(store):
 def test_flags_are_recomputed_from_content_and_carried_bits_survive(store):
     prev = snap(store, make_manifest(
         2, [frag(0), frag(1, deleted=2)], max_id=1, config={"c": "1"},
-        flags=(F_DELETIONS | F_COVERED_INDEX, F_DELETIONS | F_COVERED_INDEX | F_CONFIG | F_BASES),
+        flags=(F_DELETIONS | F_MIXED_VERSIONS, F_DELETIONS | F_MIXED_VERSIONS | F_CONFIG | F_BASES),
     ))
     # Deleting fragment 1 removes the last deletion file; the config empties too.
     m, _, _ = build(prev, ops.Delete([], [1], "x"))
     assert (m.reader_feature_flags, m.writer_feature_flags) == (
-        F_COVERED_INDEX, F_COVERED_INDEX | F_CONFIG,
+        F_MIXED_VERSIONS, F_MIXED_VERSIONS | F_CONFIG,
     )
     m2, _, _ = build(snap(store, m), ops.UpdateConfig(config_updates=({"c": None}, False)))
-    assert (m2.reader_feature_flags, m2.writer_feature_flags) == (F_COVERED_INDEX, F_COVERED_INDEX)
+    assert (m2.reader_feature_flags, m2.writer_feature_flags) == (F_MIXED_VERSIONS, F_MIXED_VERSIONS)
 
 
 # ---------------------------------------------------------------------------
@@ -635,12 +635,25 @@ def test_rewrite_narrows_or_remaps_index_bitmaps(store):
     m, indices, _ = build(prev, op)
     got = {i.name: (bytes(i.uuid.uuid)[:1], bitmap(i)) for i in indices}
     assert got == {
-        "plain": (b"P", [0, 3]),  # narrowed: the new fragment reads as unindexed
+        "plain": (b"P", [0, 1, 2, 3]),  # left alone (pylance 14, no stable row ids): 4 reads as unindexed
         "remapped": (b"S", [0, 4]),  # the whole group was indexed: the new fragment is covered
         "partial": (b"T", [0]),  # only part of the group was indexed: not covered
         "unrelated": (b"U", [0, 3]),
         "nobitmap": (b"N", []),
     }
+    # With stable row ids an index that is not remapped is narrowed, unless its
+    # files address rows by row id (BITMAP): then the bitmap follows the rows.
+    bitmap_details = any_pb2.Any(type_url="/lance.table.BitmapIndexDetails")
+    stable = compaction_table(store, stable=True, indices=[
+        index("plain", [0], {0, 1, 2, 3}, uuid=b"P" * 16),
+        index("bitmap", [0], {0, 1, 2, 3}, uuid=b"B" * 16),
+    ])
+    for i in stable.indices:
+        if i.name == "bitmap":
+            i.index_details.CopyFrom(bitmap_details)
+    moved = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    _, stable_indices, _ = build(stable, ops.Rewrite([ops.RewriteGroup([frag(1), frag(2)], [compacted(4, 10, moved)])]))
+    assert {i.name: bitmap(i) for i in stable_indices} == {"plain": [0, 3], "bitmap": [0, 3, 4]}
     remapped = [i for i in indices if i.name == "remapped"][0]
     assert remapped.index_version == 3
     assert remapped.index_details.type_url == "t/remapped"

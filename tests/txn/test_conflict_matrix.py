@@ -19,6 +19,14 @@ docstring of ``conflicts`` -- not generated from ``RULES``. Codes:
 A cell ``code!x`` is what lance_ops does today (the contract) where it differs
 from the spec/pylance; footnote ``x`` in :data:`FOOTNOTES` says how and why.
 
+Cells were checked against pylance 14's own resolver by the differential
+test (tests/txn/test_conflict_differential.py, every pair of the operations
+both can produce): where it found pylance deciding otherwise, lance_ops was
+changed to decide as pylance (CreateIndex vs CreateIndex of the same name:
+retry; Merge vs a schema/field metadata change: retry; Restore vs one: FAIL;
+Overwrite vs one: ok; UpdateColumns vs a Project that keeps its columns:
+rebase). The one deliberate deviation it confirms is footnote b.
+
 The fixture table has fragments 0..3 and fields a (id 0), b (id 1). Ours
 touches fragment 1 and field b; a concurrent ``Kind`` touches fragment 1 too
 ("same fragment"), ``Kind@3`` fragment 3 ("other fragment"), ``Kind-x1``
@@ -78,7 +86,7 @@ UpdateColumns    rebase  retry   retry   retry   retry   retry   retry   FAIL   
 Merge            retry   adopt!b retry   retry   retry   FAIL    retry   FAIL    FAIL    ok      ok      ok      retry  | ok      ok      ok
 Project          ok      ok      ok      ok      retry   retry   ok      FAIL    FAIL    ok      ok      ok      ok     | ok      ok      ok
 Rewrite          ok      retry   retry   retry   retry   ok      retry   FAIL    FAIL    retry   ok      ok      retry  | ok      ok      ok
-CreateIndex      ok      ok      ok      ok      ok      ok      retry   FAIL    FAIL    ok      ok      ok      ok     | ok      ok      ok
+CreateIndex      ok      ok      ok      ok      ok      ok      retry   FAIL    FAIL    retry   ok      ok      ok     | ok      ok      ok
 UpdateConfig     ok      ok      ok      ok      ok      ok      ok      ok      ok      ok      FAIL    ok      ok     | ok      ok      ok
 Overwrite        ok      ok      ok      ok      ok      ok      ok      retry   ok      ok      ok      ok      ok     | ok      ok      ok
 Restore          ok      ok      ok      ok      ok      ok      ok      ok      ok      ok      ok      ok      ok     | ok      ok      FAIL
@@ -200,8 +208,20 @@ UpdateConfig(-k1)       Overwrite(k1)             FAIL
 Overwrite(k1)           UpdateConfig              FAIL
 Overwrite(k1)           UpdateConfig(k2)          ok
 Overwrite(k1)           UpdateConfig(-k1)         FAIL
-Overwrite               UpdateConfig(schema)      FAIL
-Overwrite               UpdateConfig(field0)      FAIL
+Overwrite               UpdateConfig(schema)      ok
+Overwrite               UpdateConfig(field0)      ok
+# -- found by the differential test against pylance 14
+#    (tests/txn/test_conflict_differential.py)
+Merge                   UpdateConfig(schema)      retry
+Merge                   UpdateConfig(field0)      retry
+Merge                   UpdateConfig(k2)          ok
+Restore                 UpdateConfig(schema)      FAIL
+Restore                 UpdateConfig(field0)      FAIL
+Restore                 UpdateConfig(k2)          ok
+CreateIndex             CreateIndex@3             retry
+CreateIndex             CreateIndex(b)            ok
+UpdateColumns           Project(keep-b)           rebase
+UpdateRows              Project(keep-b)           rebase
 Overwrite(k1)           Overwrite(k1)             retry
 # -- UpdateBases committing (not a row of RULES)
 UpdateBases             Append                    ok
@@ -393,6 +413,7 @@ THEIRS = {
     "UpdateColumns@3": lambda: update_columns(3),
     "Merge": lambda: ops.Merge([frag(i) for i in range(4)], SCHEMA_ABC),
     "Project": lambda: ops.Project(SCHEMA_A),
+    "Project(keep-b)": lambda: ops.Project(SCHEMA_AB),
     "Rewrite": lambda: rewrite([1]),
     "Rewrite@3": lambda: rewrite([3]),
     "Overwrite": lambda: ops.Overwrite([new_frag()], SCHEMA_AB),
