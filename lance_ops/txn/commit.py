@@ -35,7 +35,7 @@ from ..format.naming import TRANSACTIONS_DIR, ManifestNaming
 from ..storage.objectstore import ObjectStore
 from .build import BuildContext, build_manifest
 from .conflicts import Pending, check, rebase
-from .log import Snapshot, TableLog, open_snapshot
+from .log import Snapshot, TableLog, open_snapshot, remember
 from .operations import Transaction
 
 log = logging.getLogger(__name__)
@@ -169,6 +169,7 @@ def commit(
         if loc is not None:
             tlog.write_hint(new_version)
             mf = ManifestFile(manifest, txn_bytes, indices, len(data))
+            remember(store, loc, mf)
             snap = Snapshot(store, new_version, mf, loc.naming)
             return CommitResult(snap, txn, concurrent, attempts)
         attempts += 1

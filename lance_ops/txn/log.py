@@ -78,7 +78,10 @@ class TableLog:
 
     def write_hint(self, version: int) -> None:
         """Best-effort ``latest_version_hint.json`` (pylance writes it after every
-        commit; readers do not depend on it)."""
+        commit on stores whose listings are unsorted, not on S3; readers do not
+        depend on it)."""
+        if not self.handler.writes_hint:
+            return
         try:
             self.store.write_bytes(HINT_FILE, json.dumps({"version": version}, separators=(",", ":")).encode())
         except Exception:
@@ -150,12 +153,33 @@ class Snapshot:
         return sum(f.deletion_file.num_deleted_rows for f in self.fragments if f.HasField("deletion_file"))
 
 
+#: How many manifests an ObjectStore keeps (:attr:`ObjectStore.manifest_cache`).
+MANIFEST_CACHE_SIZE = 8
+
+
+def remember(store: ObjectStore, loc: ManifestLocation, mf: ManifestFile) -> None:
+    """Keep a committed version's manifest on ``store`` (they never change)."""
+    cache = store.manifest_cache
+    cache.pop(loc.version, None)
+    cache[loc.version] = (loc, mf)
+    while len(cache) > MANIFEST_CACHE_SIZE:
+        cache.pop(next(iter(cache)))
+
+
 def open_snapshot(store: ObjectStore, version: int | None = None) -> Snapshot:
-    """The latest (or given) version of the table at ``store``."""
+    """The latest (or given) version of the table at ``store``. A version
+    this store read or committed before is not fetched again; "latest" always
+    asks the commit handler."""
+    cached = store.manifest_cache.get(version) if version is not None else None
+    if cached is not None:
+        return Snapshot(store, version, cached[1], cached[0].naming)
     log = TableLog(store)
     latest = log.latest()
     if latest is None:
         raise TableNotFoundError(f"no Lance table at {store.root} (no manifests in _versions/)")
+    cached = store.manifest_cache.get(latest.version) if version is None else None
+    if cached is not None:
+        return Snapshot(store, latest.version, cached[1], cached[0].naming)
     loc = latest if version is None or version == latest.version else log.handler.location(version, latest.naming)
     if loc is None:
         raise TableNotFoundError(f"version {version} of table {store.root} does not exist")
@@ -166,6 +190,7 @@ def open_snapshot(store: ObjectStore, version: int | None = None) -> Snapshot:
             store.path(loc.path),
         )
     check_readable(mf.manifest, f"at {store.root}")
+    remember(store, loc, mf)
     return Snapshot(store, loc.version, mf, loc.naming)
 
 

@@ -96,7 +96,7 @@ def delete_tag(store: ObjectStore, name: str) -> None:
     validate_tag_name(name)
     if not store.exists(_path(name)):
         raise TableNotFoundError(f"tag {name!r} does not exist in {store.root}")
-    store.delete(_path(name))
+    store.commit_handler.delete_file(_path(name))
 
 
 def create_tag(store: ObjectStore, name: str, version: int | str) -> dict:
