@@ -174,15 +174,21 @@ def open_snapshot(store: ObjectStore, version: int | None = None) -> Snapshot:
     if cached is not None:
         return Snapshot(store, version, cached[1], cached[0].naming)
     log = TableLog(store)
-    latest = log.latest()
-    if latest is None:
-        raise TableNotFoundError(f"no Lance table at {store.root} (no manifests in _versions/)")
-    cached = store.manifest_cache.get(latest.version) if version is None else None
-    if cached is not None:
-        return Snapshot(store, latest.version, cached[1], cached[0].naming)
-    loc = latest if version is None or version == latest.version else log.handler.location(version, latest.naming)
-    if loc is None:
-        raise TableNotFoundError(f"version {version} of table {store.root} does not exist")
+    if version is None:
+        loc = log.latest()
+        if loc is None:
+            raise TableNotFoundError(f"no Lance table at {store.root} (no manifests in _versions/)")
+        cached = store.manifest_cache.get(loc.version)
+        if cached is not None:
+            return Snapshot(store, loc.version, cached[1], cached[0].naming)
+    else:
+        # A given version is looked up directly (it stays readable even when
+        # the latest cannot be loaded).
+        loc = log.handler.location(version)
+        if loc is None:
+            if log.latest() is None:
+                raise TableNotFoundError(f"no Lance table at {store.root} (no manifests in _versions/)")
+            raise TableNotFoundError(f"version {version} of table {store.root} does not exist")
     mf = log.read_manifest(loc)
     if mf.manifest.version != loc.version:
         raise CorruptTableError(
