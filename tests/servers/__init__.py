@@ -180,3 +180,56 @@ class PostgresServer:
     @property
     def uri(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+
+class SparkCluster:
+    """A Spark standalone cluster on 127.0.0.1: a master and ``workers``
+    workers, each its own JVM started from pyspark's ``spark-class`` (one
+    core, 1 GB each); executors are started by the workers, so every task
+    runs in a process of its own, apart from the driver."""
+
+    def __init__(self, workdir: str, workers: int = 2):
+        import pyspark
+
+        self.workdir = workdir
+        self.workers = workers
+        self.spark_home = os.path.dirname(pyspark.__file__)
+        self.procs: list[subprocess.Popen] = []
+
+    def _start(self, name: str, *args: str) -> subprocess.Popen:
+        env = dict(os.environ, SPARK_HOME=self.spark_home, SPARK_LOCAL_IP="127.0.0.1",
+                   SPARK_LOG_DIR=self.workdir, PYSPARK_PYTHON=sys.executable)
+        log = open(os.path.join(self.workdir, f"{name}.log"), "w")
+        proc = subprocess.Popen([os.path.join(self.spark_home, "bin", "spark-class"), *args],
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        self.procs.append(proc)
+        return proc
+
+    def start(self) -> "SparkCluster":
+        self.port, self.ui_port = free_port(), free_port()
+        master = self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                             "--port", str(self.port), "--webui-port", str(self.ui_port))
+        _wait(lambda: self.status() is not None, 120, "Spark master", master,
+              os.path.join(self.workdir, "master.log"))
+        for i in range(self.workers):
+            work = os.path.join(self.workdir, f"worker{i}")
+            os.makedirs(work)
+            self._start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                        "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
+                        "--work-dir", work, self.url)
+        _wait(lambda: self.status()["aliveworkers"] >= self.workers, 120, f"{self.workers} Spark workers",
+              None, os.path.join(self.workdir, "worker0.log"))
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def status(self) -> dict | None:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
+            return json.load(r)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            stop_pid(proc, 20)
