@@ -222,6 +222,9 @@ class ObjectStore:
 
     # ------------------------------------------------------------------ reads
     def read_bytes(self, rel: str) -> bytes:
+        if self.is_s3:
+            # one GET (open() and a concurrent cat ask for the size first)
+            return self.fs.cat_file(self.path(rel), max_concurrency=1)
         with self.fs.open(self.path(rel), "rb") as f:
             return f.read()
 
@@ -260,7 +263,7 @@ class ObjectStore:
         if self.is_s3:
             out = []
             more = False
-            for _rel, info in self._s3_list(rel, delimiter=True, page_size=count):
+            for _rel, info in self._s3_list(rel, delimiter=True, page_size=count + 1):
                 if len(out) == count:
                     more = True
                     break

@@ -37,7 +37,7 @@ def expected_state(results: dict) -> tuple[set, dict, int]:
 def check_outcome(uri: str, options: dict, results: dict, created_rows: int) -> None:
     for w, (rc, recs, err) in results.items():
         assert rc == 0, f"writer {w} exited {rc}: {err[-2000:]}"
-        assert len(recs) == COMMITS if w < 100 else True
+        assert len(recs) == COMMITS
         for r in recs:
             assert r["ok"] or r["error"] in ("CommitConflictError", "OSError", "CommitConflict"), r
     rows, props, ok = expected_state(results)
@@ -63,9 +63,8 @@ def test_six_writers(kind, moto, postgres, tmp_path):
     check_outcome(uri, options, results, created_rows=2)
     if kind != "conditional":
         # Nothing left staged: every committed manifest is at its final name.
-        import s3fs  # noqa: F401
-
         from lance_ops.storage import ObjectStore
+
         store = ObjectStore(uri, options)
         leftovers = [i.name for i in store.list_dir("_versions") if ".manifest-" in i.name]
         assert leftovers == []
@@ -77,9 +76,6 @@ def test_pylance_and_lance_ops_writers_share_a_dynamodb_store(moto, postgres, tm
     lance.write_dataset(wl.batch(-1, range(2)), uri, storage_options=options)
     specs = [(w, COMMITS, []) for w in range(3)] + [(100 + w, COMMITS, ["--pylance"]) for w in range(3)]
     results = run_writers(uri, options, specs)
-    for w, (rc, recs, err) in results.items():
-        assert rc == 0, err[-2000:]
-        assert len(recs) == COMMITS
     check_outcome(uri, options, results, created_rows=2)
     # Both committers appear in the store's entries.
     items = moto.client("dynamodb").scan(TableName="lance_commits")["Items"]
