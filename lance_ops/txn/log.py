@@ -9,6 +9,7 @@ store otherwise. A directory mixing V1 and V2 manifest names is refused.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -49,6 +50,10 @@ class TableLog:
     def read_manifest(self, version: int | ManifestLocation, naming: ManifestNaming | None = None) -> ManifestFile:
         """The manifest file of a version (a number, or a location from
         :meth:`versions`)."""
+        v = version.version if isinstance(version, ManifestLocation) else version
+        cached = self.store.manifest_cache.get(v)
+        if cached is not None:
+            return cached[1]
         loc = version if isinstance(version, ManifestLocation) else self.handler.location(version, naming)
         if loc is not None:
             try:
@@ -56,7 +61,10 @@ class TableLog:
             except FileNotFoundError:
                 data = None
             if data is not None:
-                return decode_manifest_file(data, self.store.path(loc.path))
+                mf = decode_manifest_file(data, self.store.path(loc.path))
+                if mf.manifest.version == loc.version:
+                    remember(self.store, loc, mf)
+                return mf
         v = loc.version if loc is not None else version
         raise TableNotFoundError(f"version {v} of table {self.store.root} does not exist")
 
@@ -157,13 +165,23 @@ class Snapshot:
 MANIFEST_CACHE_SIZE = 8
 
 
+_CACHE_LOCK = threading.Lock()
+
+
 def remember(store: ObjectStore, loc: ManifestLocation, mf: ManifestFile) -> None:
-    """Keep a committed version's manifest on ``store`` (they never change)."""
+    """Keep a committed version's manifest on ``store`` (they never change;
+    vacuum forgets the versions it removes)."""
     cache = store.manifest_cache
-    cache.pop(loc.version, None)
-    cache[loc.version] = (loc, mf)
-    while len(cache) > MANIFEST_CACHE_SIZE:
-        cache.pop(next(iter(cache)))
+    with _CACHE_LOCK:
+        cache.pop(loc.version, None)
+        cache[loc.version] = (loc, mf)
+        while len(cache) > MANIFEST_CACHE_SIZE:
+            cache.pop(next(iter(cache)))
+
+
+def forget(store: ObjectStore, version: int) -> None:
+    with _CACHE_LOCK:
+        store.manifest_cache.pop(version, None)
 
 
 def open_snapshot(store: ObjectStore, version: int | None = None) -> Snapshot:

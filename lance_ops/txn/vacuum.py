@@ -78,7 +78,7 @@ from ..format.features import check_readable, check_writable
 from ..format.manifest import ManifestFile
 from ..format.naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, TRANSACTIONS_DIR, VERSIONS_DIR, index_dir
 from ..storage.objectstore import FileInfo, ObjectStore
-from .log import TableLog
+from .log import TableLog, forget
 from .refs import branch_root, dataset_root, list_branches, list_tags
 
 log = logging.getLogger("lance_ops")
@@ -300,6 +300,8 @@ def vacuum(store: ObjectStore, version: int, retention_hours: float | None, dry_
     if dry_run:
         return plan.paths
     handler = store.commit_handler
+    for v in plan.removed_versions:
+        forget(store, v)
     with ThreadPoolExecutor(IO_THREADS) as pool:
         list(pool.map(lambda v_path: handler.remove_version(*v_path), zip(plan.removed_versions, plan.manifests)))
         list(pool.map(store.delete, plan.files))
