@@ -54,6 +54,19 @@ class TableLog:
         cached = self.store.manifest_cache.get(v)
         if cached is not None:
             return cached[1]
+        if not isinstance(version, ManifestLocation):
+            # The committed manifest's name is known: read it (one request)
+            # before asking the handler where it is (a lookup, then the read).
+            guess = (naming or ManifestNaming.V2).path(version)
+            try:
+                data = self.store.read_bytes(guess)
+            except FileNotFoundError:
+                data = None
+            if data is not None:
+                mf = decode_manifest_file(data, self.store.path(guess))
+                if mf.manifest.version == version:
+                    remember(self.store, ManifestLocation(version, guess, naming or ManifestNaming.V2, len(data)), mf)
+                    return mf
         loc = version if isinstance(version, ManifestLocation) else self.handler.location(version, naming)
         if loc is not None:
             try:
