@@ -142,9 +142,11 @@ def run(ctx: Context) -> Section:
         for name, (_pattern, _options, peer) in stores.items():
             m = measured[name]
             p = measured.get(peer) if peer else None
-            note = f"p95 {m['p95'] * 1000:.1f} ms; {m['requests']:.1f} requests/commit ({reqs(m) or 'none'})"
+            note = (f"p50 {m['p50'] * 1000:.1f} ms, p95 {m['p95'] * 1000:.1f} ms; {m['requests']:.1f} requests/commit "
+                    f"({reqs(m) or 'none'})")
             if p:
-                note += f"; peer p95 {p['p95'] * 1000:.1f} ms, {p['requests']:.1f} requests/commit ({reqs(p) or 'none'})"
+                note += (f"; peer p50 {p['p50'] * 1000:.1f} ms, p95 {p['p95'] * 1000:.1f} ms, {p['requests']:.1f} "
+                         f"requests/commit ({reqs(p) or 'none'})")
             section.add(Result(f"p50 commit latency, 1-row append: {name}", Timing([m["p50"]]),
                                peer if p else None, Timing([p["p50"]]) if p else None, kind="time",
                                goal=1.5 if p else None, notes=note))

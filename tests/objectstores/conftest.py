@@ -34,12 +34,6 @@ def postgres(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture
-def s3_uri():
-    """A fresh table location in the test bucket."""
-    return f"s3://lance-ops/t{next(_names)}-{os.getpid()}.lance"
-
-
 @pytest.fixture(params=["sqlite", "postgres", "dynamodb"])
 def store_kind(request):
     return request.param
