@@ -158,3 +158,34 @@ def render(sections: list[Section], machine: list[tuple[str, str]], command: str
     for s in sections:
         lines += _section(s)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _split(text: str) -> tuple[str, list[str], list[tuple[str, str]]]:
+    """(head up to the summary, summary lines, [(title, section text)]) of a
+    report :func:`render` wrote."""
+    head, _, rest = text.partition("## Summary\n")
+    summary_block, _, body = rest.partition("\n## ")
+    summary = [line for line in summary_block.splitlines() if line.startswith("- ")]
+    sections = []
+    for chunk in ("## " + body).split("\n## ") if body else []:
+        chunk = chunk if chunk.startswith("## ") else "## " + chunk
+        title = chunk.splitlines()[0][3:].strip()
+        sections.append((title, chunk.rstrip() + "\n"))
+    return head, summary, sections
+
+
+def update(text: str, sections: list[Section], machine: list[tuple[str, str]], command: str) -> str:
+    """``text`` (an existing report) with ``sections`` replaced or added and
+    the rest kept: for rerunning some suites without the others. The
+    machine table stays the full run's; each updated section records its own
+    run (date, revision, load, command)."""
+    head, summary, kept = _split(text)
+    facts = dict(machine)
+    stamp = (f"- Measured in a separate run: {facts.get('date')}, lance_ops {facts.get('lance_ops')}, load average "
+             f"{facts.get('load average at start (1/5/15 min)')}; `{command}`.")
+    new = {s.title: "\n".join(_section(s)).rstrip() + "\n\n" + stamp + "\n" for s in sections}
+    out_sections = [(t, new.pop(t, body)) for t, body in kept] + list(new.items())
+    titles = {s.title: s for s in sections}
+    lines = [line for line in summary if line[2:].rsplit(": ", 1)[0] not in titles]
+    lines += [f"- {s.title}: {_goals(s)}" for s in sections]
+    return head + "## Summary\n\n" + "\n".join(lines) + "\n\n" + "\n".join(b.rstrip() + "\n" for _t, b in out_sections)

@@ -1,12 +1,13 @@
 """Run the benchmark suites on one local Spark session and write a Markdown report.
 
     python benchmarks/run.py --out BENCHMARKS.md [--rows 10000000]
-        [--suites foundation,...] [--repeat 2] [--data-dir ./bench-data]
+        [--suites foundation,...] [--repeat 2] [--data-dir ./bench-data] [--update]
 
 A suite is a module ``benchmarks/bench_<name>.py`` with ``run(ctx) -> Section``
 (see ``benchmarks/README.md``); ``--suites`` defaults to all of them. The report
 is regenerated from scratch (after every suite, so a crash keeps what finished):
-write subsets to another ``--out``. Use a small ``--rows`` (e.g. 200000) for a
+write subsets to another ``--out``, or pass ``--update`` to replace only the
+suites run in an existing report and keep the others. Use a small ``--rows`` (e.g. 200000) for a
 smoke test.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from benchmarks.harness import Context, Section, remove  # noqa: E402
-from benchmarks.report import machine_info, render  # noqa: E402
+from benchmarks.report import machine_info, render, update  # noqa: E402
 
 SPARK_CONF = {"spark.driver.memory": "8g"}
 #: Fewer rows than this leave the 40 files/fragments nearly empty.
@@ -45,6 +46,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--suites", default=",".join(suites), help=f"comma-separated subset of: {', '.join(suites)}")
     p.add_argument("--repeat", type=int, default=2, help="timed runs per measurement; the best counts (default 2)")
     p.add_argument("--data-dir", default="./bench-data", help="shared datasets and scratch space (default ./bench-data)")
+    p.add_argument("--update", action="store_true",
+                   help="replace only these suites' sections in an existing --out report, keep the others")
     args = p.parse_args(argv)
     args.suites = [s.strip() for s in args.suites.split(",") if s.strip()]
     unknown = sorted(set(args.suites) - set(suites))
@@ -76,9 +79,10 @@ def run_suite(name: str, ctx: Context) -> Section:
         return Section(getattr(module, "TITLE", name), "", error=traceback.format_exc())
 
 
-def write_report(path: str, sections: list[Section], machine, command: str) -> None:
+def write_report(path: str, sections: list[Section], machine, command: str, previous: str | None = None) -> None:
+    text = render(sections, machine, command) if previous is None else update(previous, sections, machine, command)
     with open(path, "w") as f:
-        f.write(render(sections, machine, command))
+        f.write(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,11 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_session("lance_ops-benchmarks", conf=SPARK_CONF)
     ctx = Context(spark, args.rows, args.repeat, os.path.abspath(args.data_dir))
     sections: list[Section] = []
+    previous = None
+    if args.update and os.path.exists(args.out):
+        with open(args.out) as f:
+            previous = f.read()
     try:
         machine = machine_info(spark)
         for name in args.suites:
             sections.append(run_suite(name, ctx))
-            write_report(args.out, sections, machine, command)
+            write_report(args.out, sections, machine, command, previous)
     finally:
         remove(ctx.scratch_dir)
         spark.stop()

@@ -19,6 +19,7 @@ import sys
 from . import errors
 from .errors import (
     CommitConflictError,
+    CommitStoreError,
     CorruptTableError,
     DuplicateMatchError,
     InvalidArgumentError,
@@ -90,5 +91,6 @@ __all__ = [
     "LanceTable", "Table", "CommitInfo", "register", "log_to_stderr", "local_session", "errors", "__version__",
     "LanceOpsError", "TableNotFoundError", "TableExistsError", "SchemaMismatchError",
     "UnsupportedFeatureError", "CorruptTableError", "CommitConflictError", "ReadOnlyVersionError",
+    "CommitStoreError",
     "DuplicateMatchError", "InvalidArgumentError",
 ]

@@ -59,6 +59,12 @@ class CommitConflictError(LanceOpsError):
         self.conflicting_version = conflicting_version
 
 
+class CommitStoreError(LanceOpsError):
+    """The external manifest store (``commit_store``) cannot be reached or is
+    not set up as lance_ops needs it (a missing DynamoDB table, a wrong key
+    schema, a refused connection). Credentials never appear in the message."""
+
+
 class ReadOnlyVersionError(LanceOpsError):
     """A write was attempted through a handle opened at an older version or a tag
     (time travel is read-only)."""

@@ -31,11 +31,17 @@ class LanceTable:
 
     def __init__(self, spark, uri: str, version: int | str | None = None, storage_options: dict | None = None,
                  branch: str | None = None):
+        """``storage_options`` (pylance's names: endpoint, region, keys,
+        ``commit_store``, ...) override the session's
+        ``spark.lance_ops.storage.<key>`` confs."""
+        from .spark.session import storage_options as session_storage_options
+
         register(spark)
         self._spark = spark
         retries = int(spark.conf.get(CONFLICT_RETRIES_CONF, str(DEFAULT_CONFLICT_RETRIES)))
         #: The Spark-free core of this handle (history, tags, vacuum, ...).
-        self.table = Table(uri, storage_options, version, branch=branch, conflictRetries=retries)
+        self.table = Table(uri, session_storage_options(spark, storage_options), version, branch=branch,
+                           conflictRetries=retries)
 
     # ------------------------------------------------------------ opening
     @classmethod
@@ -46,7 +52,9 @@ class LanceTable:
     @classmethod
     def isLanceTable(cls, spark, uri: str, storage_options: dict | None = None) -> bool:
         """Whether ``uri`` holds a Lance table (a damaged one raises)."""
-        return Table.exists(uri, storage_options)
+        from .spark.session import storage_options as session_storage_options
+
+        return Table.exists(uri, session_storage_options(spark, storage_options))
 
     @classmethod
     def create(
@@ -64,6 +72,7 @@ class LanceTable:
         one). Returns a handle at the new version; ``handle.lastCommit`` holds
         the CommitInfo."""
         from .ops.write import write_dataframe
+        from .spark.session import storage_options as session_storage_options
         from .spark.write import must_not_exist
         from .storage.objectstore import ObjectStore
         from .txn.commit import NewTable
@@ -73,6 +82,7 @@ class LanceTable:
         if mode not in ("create", "overwrite"):
             raise InvalidArgumentError(f"create mode must be 'create' or 'overwrite', got {mode!r}")
         register(spark)
+        storage_options = session_storage_options(spark, storage_options)
         store = ObjectStore(uri, storage_options)
         prepare = write_dataframe(store, df, mode, stable_row_ids=stableRowIds, max_rows_per_fragment=maxRowsPerFragment)
         options = WriteOptions(

@@ -24,6 +24,27 @@ DEFAULT_CONF = {
 }
 
 
+#: Spark conf prefix of storage options for every table:
+#: ``spark.lance_ops.storage.<key> = value`` (pylance's option names).
+STORAGE_CONF_PREFIX = "spark.lance_ops.storage."
+
+
+def storage_options(spark, explicit: dict | None = None) -> dict[str, str]:
+    """The storage options of a table: the session's
+    ``spark.lance_ops.storage.<key>`` confs, overridden by the ``explicit``
+    ones (``storage_options=``)."""
+    out: dict[str, str] = {}
+    try:
+        conf = spark.conf.getAll
+    except Exception:  # older sessions: no getAll
+        conf = {}
+    for k, v in conf.items():
+        if k.startswith(STORAGE_CONF_PREFIX) and len(k) > len(STORAGE_CONF_PREFIX):
+            out[k[len(STORAGE_CONF_PREFIX):]] = v
+    out.update({str(k): str(v) for k, v in (explicit or {}).items()})
+    return out
+
+
 def ensure_python_env() -> None:
     """Point Spark's Python workers at this interpreter unless already set."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -12,6 +12,14 @@ the handler's business:
   exists), unlink the temporary;
 * :class:`MemoryCommitHandler` -- ``memory://`` (one process): check and
   write under a process-wide lock;
+* :class:`ConditionalPutHandler` -- S3 and S3-compatible stores: a PUT with
+  ``If-None-Match: *``, which the store refuses (412) when the name exists.
+  A store that silently ignores the condition is detected (write, re-write,
+  compare) and refused;
+* :class:`lance_ops.storage.external.ExternalStoreHandler` -- any store, with
+  an external manifest store (SQLite, PostgreSQL, DynamoDB) providing the
+  put-if-not-exists (the storage option ``commit_store``, or an
+  ``s3+ddb://`` URI);
 * :class:`UnsafeStoreHandler` -- any other store until a handler for it is
   configured: reads work, commits are refused (concurrent writers could
   overwrite each other's versions).
@@ -22,6 +30,7 @@ never pickled (executors do not commit).
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import uuid
@@ -30,7 +39,9 @@ from dataclasses import dataclass
 
 from ..errors import UnsupportedFeatureError
 from ..format.naming import VERSIONS_DIR, ManifestNaming, detect_naming, parse_manifest_name
-from .objectstore import FileInfo, ObjectStore
+from .objectstore import COMMIT_STORE_KEY, FileInfo, ObjectStore
+
+log = logging.getLogger("lance_ops")
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,11 @@ class ManifestLocation:
 
 class CommitHandler(ABC):
     """Version discovery and atomic commits for the table at ``store``."""
+
+    #: Whether writers keep ``latest_version_hint.json`` up to date (pylance
+    #: writes it on stores whose listings are not sorted, e.g. local file
+    #: systems, and not on S3).
+    writes_hint = True
 
     def __init__(self, store: ObjectStore):
         self.store = store
@@ -89,7 +105,13 @@ class CommitHandler(ABC):
         """Atomically create the small file ``rel`` (tags, branch files); False
         if it exists."""
 
+    def delete_file(self, rel: str) -> None:
+        """Remove a small file created by :meth:`put_if_not_exists` (a tag),
+        and whatever the handler keeps about it."""
+        self.store.delete(rel)
+
     def describe(self) -> str:
+        """The handler and its store, fit for logs (no credentials)."""
         return type(self).__name__
 
 
@@ -173,7 +195,8 @@ class UnsafeStoreHandler(CommitHandler):
         raise UnsupportedFeatureError(
             f"{self.store.scheme}:// has no atomic put-if-not-exists in lance_ops; commits to "
             f"{self.store.root} are refused (concurrent writers could overwrite each other's "
-            "versions). Use a local path, or configure an external manifest store."
+            f"versions). Use a local path, or configure an external manifest store (storage option "
+            f"{COMMIT_STORE_KEY}: sqlite:///path/commits.db, postgresql://..., dynamodb://<table>)."
         )
 
     def commit(self, version, naming, data):
@@ -183,10 +206,112 @@ class UnsafeStoreHandler(CommitHandler):
         self._refuse()
 
 
+def latest_listed(store: ObjectStore) -> ManifestLocation | None:
+    """The newest version by listing ``_versions/``: on S3, one request for
+    the first few keys -- V2 names sort newest first, so the first V2 name
+    listed is the latest (``.tmp*`` files and staged manifests may come
+    before it); a V1 table, or a first page without a manifest, is listed
+    whole."""
+    if store.is_s3:
+        infos, more = store.first_files(VERSIONS_DIR, 16)
+        for info in infos:
+            parsed = parse_manifest_name(info.name)
+            if parsed is None:
+                continue
+            if parsed[0] is ManifestNaming.V2:
+                return ManifestLocation(parsed[1], f"{VERSIONS_DIR}/{info.name}", parsed[0], info.size or None)
+            break  # V1 names do not sort by version
+        else:
+            if not more:
+                return None
+    versions = _listed_versions(store)
+    return versions[-1] if versions else None
+
+
+#: (endpoint, bucket) -> whether the store honours If-None-Match, per process.
+_CONDITION_PROBES: dict[tuple, bool] = {}
+_PROBE_LOCK = threading.Lock()
+
+
+class ConditionalPutHandler(CommitHandler):
+    """S3 and S3-compatible stores: a manifest is created with
+    ``If-None-Match: *`` (the store answers 412 if the name exists), as
+    pylance commits there. Listings are sorted by key, so "latest" costs one
+    list request (:func:`latest_listed`); no version hint is written.
+
+    Before the first commit to a bucket, each process checks that the store
+    enforces the condition: create a probe object, create it again with other
+    content (must be refused), and compare. A store that accepted the second
+    write ignores the condition -- concurrent writers would overwrite each
+    other's versions -- and commits are refused with an error naming the
+    ``commit_store`` option."""
+
+    writes_hint = False
+
+    def list_versions(self) -> list[ManifestLocation]:
+        return _listed_versions(self.store)
+
+    def latest(self) -> ManifestLocation | None:
+        return latest_listed(self.store)
+
+    def commit(self, version, naming, data):
+        rel = naming.path(version)
+        if not self.put_if_not_exists(rel, data):
+            return None
+        return ManifestLocation(version, rel, naming, len(data))
+
+    def put_if_not_exists(self, rel: str, data: bytes) -> bool:
+        self.check_conditional_writes()
+        return self.store.put_if_absent(rel, data)
+
+    def check_conditional_writes(self) -> None:
+        key = (self.store.codec_options.get("aws_endpoint") or self.store.codec_options.get("endpoint"),
+               self.store.bucket)
+        with _PROBE_LOCK:
+            honoured = _CONDITION_PROBES.get(key)
+            if honoured is None:
+                honoured = _CONDITION_PROBES[key] = self._probe()
+        if not honoured:
+            raise UnsupportedFeatureError(
+                f"the object store of {self.store.root} ignores conditional writes (If-None-Match: *): "
+                "it accepted a second create of the same object, so concurrent writers could overwrite "
+                "each other's versions, and lance_ops refuses to commit there. Configure an external "
+                f"manifest store: the storage option {COMMIT_STORE_KEY}=sqlite:///path/commits.db (one "
+                f"machine), {COMMIT_STORE_KEY}=postgresql://user@host:5432/db, "
+                f"{COMMIT_STORE_KEY}=dynamodb://<table> or an s3+ddb://bucket/path?ddbTableName=<table> URI "
+                "(or the Spark conf spark.lance_ops.storage.commit_store)."
+            )
+
+    def _probe(self) -> bool:
+        # ".tmp" names are ignored by readers and removed by vacuum if left.
+        rel = f"{VERSIONS_DIR}/.tmp-lance_ops-probe-{uuid.uuid4().hex}"
+        try:
+            if not self.store.put_if_absent(rel, b"first"):
+                return False
+            if not self.store.put_if_absent(rel, b"second"):
+                return True
+            # Accepted: whether it overwrote (or claims success without
+            # writing), a losing writer would believe it committed.
+            log.warning("%s accepted a second create of one object (now %s): conditional writes are "
+                        "ignored", self.store.root, "overwritten" if self.store.read_bytes(rel) == b"second"
+                        else "unchanged")
+            return False
+        finally:
+            self.store.delete(rel)
+
+
 def handler_for(store: ObjectStore) -> CommitHandler:
-    """The commit handler for ``store``'s scheme and storage options."""
+    """The commit handler for ``store``'s scheme and storage options: an
+    external manifest store when ``commit_store`` is set, else the store's
+    own put-if-not-exists."""
+    if store.commit_store:
+        from .external import ExternalStoreHandler, open_manifest_store
+
+        return ExternalStoreHandler(store, open_manifest_store(store.commit_store, store.storage_options))
     if store.is_local:
         return LocalCommitHandler(store)
     if store.scheme == "memory":
         return MemoryCommitHandler(store)
+    if store.is_s3:
+        return ConditionalPutHandler(store)
     return UnsafeStoreHandler(store)

@@ -15,19 +15,31 @@ manifest) is not the store's business but its commit handler's
 ``storage_options`` go to both fsspec and the codec: keys prefixed ``fsspec.``
 go only to fsspec (prefix stripped), keys prefixed ``lance.`` only to the codec;
 common object-store credential keys (``aws_access_key_id``, ``aws_endpoint``,
-``region``, ...) are translated for s3fs.
+``region``, ...) are translated for s3fs. The keys are pylance's storage option
+names, so one dict serves both libraries. ``commit_store`` (an external
+manifest store, :mod:`.external`) is lance_ops' own and goes to neither.
+
+``s3+ddb://bucket/path?ddbTableName=T`` (pylance's spelling of an S3 table
+committed through DynamoDB) is the S3 table ``s3://bucket/path`` with
+``commit_store=dynamodb://T``.
+
+Storage options hold credentials: nothing here puts them in a repr or an
+error message (:func:`redact_options`, :func:`redact_uri`).
 """
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import uuid
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterator
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlparse
 
 import fsspec
+
+from ..errors import InvalidArgumentError
 
 #: Schemes pylance's file codec opens directly.
 CODEC_NATIVE_SCHEMES = {"file", "s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "oss", "hf"}
@@ -47,6 +59,33 @@ _S3FS_KEYS = {
 }
 
 
+#: Storage option naming an external manifest store (lance_ops' own key).
+COMMIT_STORE_KEY = "commit_store"
+#: Keys that are lance_ops' own: never handed to fsspec or the codec.
+_OWN_KEYS = {COMMIT_STORE_KEY}
+#: pylance's query parameter naming the DynamoDB table of an ``s3+ddb://`` URI.
+DDB_TABLE_PARAM = "ddbTableName"
+
+_SECRET_KEY = re.compile(r"secret|token|password|passwd|credential|sas|signature|private|(^|_)key$", re.I)
+_URI_PASSWORD = re.compile(r"(://[^/:@?#]*:)([^@/?#]*)(@)")
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a storage option's value is a credential (never shown)."""
+    return bool(_SECRET_KEY.search(key))
+
+
+def redact_uri(uri: str) -> str:
+    """``uri`` with a password (``scheme://user:password@host``) masked."""
+    return _URI_PASSWORD.sub(r"\1***\3", str(uri))
+
+
+def redact_options(options: dict | None) -> dict:
+    """Storage options fit to show: credential values masked, URIs' passwords
+    masked."""
+    return {k: "***" if is_secret_key(k) else redact_uri(v) for k, v in (options or {}).items()}
+
+
 @dataclass(frozen=True)
 class FileInfo:
     """A listed file: name relative to the listed directory, size, mtime (epoch s)."""
@@ -61,6 +100,8 @@ def split_storage_options(scheme: str, options: dict[str, str] | None) -> tuple[
     fs_kwargs: dict[str, Any] = {}
     codec: dict[str, str] = {}
     for k, v in (options or {}).items():
+        if k in _OWN_KEYS:
+            continue
         if k.startswith("fsspec."):
             fs_kwargs[k[len("fsspec."):]] = v
             continue
@@ -74,7 +115,35 @@ def split_storage_options(scheme: str, options: dict[str, str] | None) -> tuple[
                 fs_kwargs.setdefault(path[0], v)
             else:
                 fs_kwargs.setdefault(path[0], {}).setdefault(path[1], v)
+    if scheme in ("s3", "s3a"):
+        # Listings decide which versions exist: never from a cache.
+        fs_kwargs.setdefault("use_listings_cache", False)
     return fs_kwargs, codec
+
+
+def resolve_uri(uri: str, options: dict | None) -> tuple[str, dict]:
+    """(table URI, storage options) with pylance's ``s3+ddb://`` spelling
+    turned into an ``s3://`` URI and a ``commit_store=dynamodb://T`` option."""
+    uri = os.fspath(uri)
+    options = dict(options or {})
+    parsed = urlparse(uri)
+    if parsed.scheme != "s3+ddb":
+        return uri, options
+    query = parse_qsl(parsed.query, keep_blank_values=True)
+    if len(query) != 1 or query[0][0] != DDB_TABLE_PARAM or not query[0][1]:
+        raise InvalidArgumentError(
+            f"an s3+ddb:// URI needs exactly one query parameter, {DDB_TABLE_PARAM}=<DynamoDB table>: "
+            f"{redact_uri(uri)}"
+        )
+    store = f"dynamodb://{query[0][1]}"
+    given = options.get(COMMIT_STORE_KEY)
+    if given and given != store:
+        raise InvalidArgumentError(
+            f"{redact_uri(uri)} names the commit store {store} but the storage option {COMMIT_STORE_KEY} "
+            f"is {redact_uri(given)}"
+        )
+    options[COMMIT_STORE_KEY] = store
+    return parsed._replace(scheme="s3", query="").geturl(), options
 
 
 def normalize_uri(uri: str) -> tuple[str, str]:
@@ -96,12 +165,12 @@ class ObjectStore:
     ``(uri, storage_options)`` in executors)."""
 
     def __init__(self, uri: str, storage_options: dict[str, str] | None = None):
-        self.uri = os.fspath(uri)
-        self.storage_options = dict(storage_options or {})
+        self.uri, self.storage_options = resolve_uri(uri, {str(k): str(v) for k, v in (storage_options or {}).items()})
         self.scheme, self.root = normalize_uri(self.uri)
         fs_kwargs, self.codec_options = split_storage_options(self.scheme, self.storage_options)
         self.fs = fsspec.filesystem(self.scheme, **fs_kwargs)
         self.is_local = self.scheme == "file"
+        self.is_s3 = self.scheme in ("s3", "s3a")
         self.codec_native = self.scheme in CODEC_NATIVE_SCHEMES
         # fsspec's own spelling of the root (protocol stripped).
         self._fs_root = self.fs._strip_protocol(self.root).rstrip("/")
@@ -110,12 +179,32 @@ class ObjectStore:
         #: clones, branches); set when a version is opened
         #: (:mod:`lance_ops.txn.bases`), shipped to executors with the store.
         self.bases: dict[int, tuple[str, bool]] = {}
+        #: Committed manifests are immutable: the txn layer keeps the few it
+        #: last read or wrote here (version -> (location, manifest file)), so a
+        #: handle does not fetch again what it just committed or opened.
+        self.manifest_cache: dict = {}
 
     def __reduce__(self):
         return (ObjectStore, (self.uri, self.storage_options), {"bases": self.bases})
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.root!r})"
+
+    @property
+    def commit_store(self) -> str | None:
+        """The external manifest store's URI (storage option ``commit_store``)."""
+        return self.storage_options.get(COMMIT_STORE_KEY) or None
+
+    @property
+    def bucket(self) -> str:
+        """The bucket (S3) -- the first component of the fsspec root."""
+        return self._fs_root.split("/", 1)[0]
+
+    @property
+    def key_prefix(self) -> str:
+        """The root inside its bucket (S3), without slashes at either end;
+        pylance's ``base_uri`` of the table in an external store."""
+        return self._fs_root.split("/", 1)[1] if "/" in self._fs_root else ""
 
     @cached_property
     def commit_handler(self):
@@ -138,6 +227,9 @@ class ObjectStore:
 
     # ------------------------------------------------------------------ reads
     def read_bytes(self, rel: str) -> bytes:
+        if self.is_s3:
+            # one GET (open() and a concurrent cat ask for the size first)
+            return self.fs.cat_file(self.path(rel), max_concurrency=1)
         with self.fs.open(self.path(rel), "rb") as f:
             return f.read()
 
@@ -154,6 +246,8 @@ class ObjectStore:
 
     def list_dir(self, rel: str) -> list[FileInfo]:
         """Files directly inside ``rel`` (not recursive); [] if it does not exist."""
+        if self.is_s3:
+            return [info for _rel, info in self._s3_list(rel, delimiter=True)]
         base = self.path(rel)
         try:
             entries = self.fs.ls(base, detail=True)
@@ -167,8 +261,62 @@ class ObjectStore:
             out.append(FileInfo(name, int(e.get("size") or 0), _mtime(e)))
         return out
 
+    def first_files(self, rel: str, count: int) -> tuple[list[FileInfo], bool]:
+        """The first ``count`` files directly inside ``rel`` in the store's
+        listing order, and whether there are more. One request on S3 (whose
+        listings are sorted by key); other stores list the whole directory."""
+        if self.is_s3:
+            out = []
+            more = False
+            for _rel, info in self._s3_list(rel, delimiter=True, page_size=count + 1):
+                if len(out) == count:
+                    more = True
+                    break
+                out.append(info)
+            return out, more
+        infos = sorted(self.list_dir(rel), key=lambda i: i.name)
+        return infos[:count], len(infos) > count
+
+    def _s3_list(self, rel: str, *, delimiter: bool, page_size: int = 1000) -> Iterator[tuple[str, FileInfo]]:
+        """Stream ``ListObjectsV2`` pages below ``rel`` (one request per page):
+        (path relative to the root, info), in key order."""
+        prefix = f"{self.key_prefix}/{rel.strip('/')}/" if self.key_prefix else f"{rel.strip('/')}/"
+        strip = len(self.key_prefix) + 1 if self.key_prefix else 0
+        kwargs = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": page_size}
+        if delimiter:
+            kwargs["Delimiter"] = "/"
+        while True:
+            page = self.fs.call_s3("list_objects_v2", **kwargs)
+            for obj in page.get("Contents", ()):
+                key = obj["Key"]
+                if key.endswith("/"):
+                    continue
+                mtime = obj.get("LastModified")
+                info = FileInfo(key.rsplit("/", 1)[-1], int(obj.get("Size") or 0), mtime.timestamp() if mtime else 0.0)
+                yield key[strip:], info
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
+            kwargs["ContinuationToken"] = token
+
     def walk_files(self, rel: str) -> Iterator[tuple[str, FileInfo]]:
-        """(path relative to the root, info) for every file below ``rel``."""
+        """(path relative to the root, info) for every file below ``rel``,
+        streamed (S3: page by page; local: directory by directory)."""
+        if self.is_s3:
+            yield from self._s3_list(rel, delimiter=False)
+            return
+        if self.is_local:
+            top = self.path(rel)
+            prefix = self._fs_root + "/"
+            for d, _dirs, files in os.walk(top):
+                for name in files:
+                    full = os.path.join(d, name)
+                    try:
+                        st = os.stat(full)
+                    except FileNotFoundError:
+                        continue
+                    yield full[len(prefix):], FileInfo(name, st.st_size, st.st_mtime)
+            return
         base = self.path(rel)
         try:
             found = self.fs.find(base, detail=True)
@@ -194,7 +342,36 @@ class ObjectStore:
             return
         self.fs.pipe_file(target, data)
 
+    def put_if_absent(self, rel: str, data: bytes) -> bool:
+        """Create ``rel`` unless it exists, atomically on stores with
+        conditional writes (S3: ``If-None-Match: *``). False if it exists.
+        Whether the store honours the condition is the commit handler's
+        business (:class:`.commit.ConditionalPutHandler` checks)."""
+        try:
+            self.fs.pipe_file(self.path(rel), data, mode="create")
+            return True
+        except FileExistsError:
+            return False
+
+    def copy(self, src: str, dst: str) -> None:
+        """Copy ``src`` to ``dst`` (may overwrite); ``dst`` appears whole or
+        not at all (S3: a server-side copy; local: write then rename).
+        FileNotFoundError if ``src`` does not exist."""
+        if self.is_s3:
+            # One CopyObject request (s3fs's copy first asks for the size).
+            self.fs.call_s3("copy_object", Bucket=self.bucket, Key=self._s3_key(dst),
+                            CopySource={"Bucket": self.bucket, "Key": self._s3_key(src)})
+            return
+        self.write_bytes(dst, self.read_bytes(src))
+
+    def _s3_key(self, rel: str) -> str:
+        return self.path(rel).split("/", 1)[1]
+
     def delete(self, rel: str) -> None:
+        if self.is_s3:
+            # One DeleteObject request (idempotent: no error if absent).
+            self.fs.call_s3("delete_object", Bucket=self.bucket, Key=self._s3_key(rel))
+            return
         try:
             self.fs.rm_file(self.path(rel))
         except FileNotFoundError:

@@ -37,13 +37,15 @@ from ..storage.objectstore import ObjectStore
 from .bases import attach_bases
 from .build import BuildContext, build_manifest
 from .conflicts import Pending, check, rebase
-from .log import Snapshot, TableLog, open_snapshot
+from .log import Snapshot, TableLog, open_snapshot, remember
 from .operations import Transaction
 
 log = logging.getLogger(__name__)
 
 #: pylance gives up after 20 lost races.
 DEFAULT_MAX_ATTEMPTS = 20
+#: Longest sleep after a lost race.
+MAX_BACKOFF_S = 0.5
 
 
 @dataclass
@@ -135,12 +137,12 @@ def commit(
     attempts = 0
     pending = Pending()
     latest: Snapshot | None = None
-    started = time.monotonic()
-    unit = None
+    attempt_started = time.monotonic()
     checked_at: int | None = None  # the concurrent-commit count the checks last saw
     state: dict = {}
     new_table = new_table or NewTable()
     while True:
+        attempt_started = time.monotonic()
         top = handler.latest()
         latest_version = top.version if top else 0
         naming = top.naming if top else ManifestNaming.V2
@@ -196,6 +198,7 @@ def commit(
             tlog.write_hint(new_version)
             mf = ManifestFile(manifest, txn_bytes, indices, len(data), ctx.dictionaries)
             attach_bases(store, manifest)
+            remember(store, loc, mf)
             snap = Snapshot(store, new_version, mf, loc.naming)
             return CommitResult(snap, txn, concurrent, attempts)
         attempts += 1
@@ -205,8 +208,13 @@ def commit(
                 "kept committing first",
                 retryable=True,
             )
-        if unit is None:
-            unit = max(0.005, 1.1 * (time.monotonic() - started))
-        delay = random.random() * (2 ** min(attempts + 1, 6)) * unit
+        # Back off a random slice of a few attempt lengths. Commits serialize
+        # on the manifest put, so the table's rate is one commit per attempt
+        # at best: a short, capped backoff keeps a contender ready for the
+        # next window, while jitter spreads them (pylance grows the slot to
+        # 2^(k+2) attempt lengths, which leaves the table idle under 8
+        # contenders on a busy machine).
+        unit = max(0.005, 1.1 * (time.monotonic() - attempt_started))
+        delay = min(MAX_BACKOFF_S, random.random() * (2 ** min(attempts, 2)) * unit)
         log.debug("lost the race for version %s; retrying in %.3fs", new_version, delay)
-        time.sleep(min(delay, 2.0))
+        time.sleep(delay)

@@ -9,6 +9,7 @@ store otherwise. A directory mixing V1 and V2 manifest names is refused.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -51,6 +52,23 @@ class TableLog:
     def read_manifest(self, version: int | ManifestLocation, naming: ManifestNaming | None = None) -> ManifestFile:
         """The manifest file of a version (a number, or a location from
         :meth:`versions`)."""
+        v = version.version if isinstance(version, ManifestLocation) else version
+        cached = self.store.manifest_cache.get(v)
+        if cached is not None:
+            return cached[1]
+        if not isinstance(version, ManifestLocation):
+            # The committed manifest's name is known: read it (one request)
+            # before asking the handler where it is (a lookup, then the read).
+            guess = (naming or ManifestNaming.V2).path(version)
+            try:
+                data = self.store.read_bytes(guess)
+            except FileNotFoundError:
+                data = None
+            if data is not None:
+                mf = decode_manifest_file(data, self.store.path(guess))
+                if mf.manifest.version == version:
+                    remember(self.store, ManifestLocation(version, guess, naming or ManifestNaming.V2, len(data)), mf)
+                    return mf
         loc = version if isinstance(version, ManifestLocation) else self.handler.location(version, naming)
         if loc is not None:
             try:
@@ -58,7 +76,10 @@ class TableLog:
             except FileNotFoundError:
                 data = None
             if data is not None:
-                return decode_manifest_file(data, self.store.path(loc.path))
+                mf = decode_manifest_file(data, self.store.path(loc.path))
+                if mf.manifest.version == loc.version:
+                    remember(self.store, loc, mf)
+                return mf
         v = loc.version if loc is not None else version
         raise TableNotFoundError(f"version {v} of table {self.store.root} does not exist")
 
@@ -80,7 +101,10 @@ class TableLog:
 
     def write_hint(self, version: int) -> None:
         """Best-effort ``latest_version_hint.json`` (pylance writes it after every
-        commit; readers do not depend on it)."""
+        commit on stores whose listings are unsorted, not on S3; readers do not
+        depend on it)."""
+        if not self.handler.writes_hint:
+            return
         try:
             self.store.write_bytes(HINT_FILE, json.dumps({"version": version}, separators=(",", ":")).encode())
         except Exception:
@@ -170,15 +194,54 @@ class Snapshot:
         return sum(f.deletion_file.num_deleted_rows for f in self.fragments if f.HasField("deletion_file"))
 
 
+#: How many manifests an ObjectStore keeps (:attr:`ObjectStore.manifest_cache`).
+MANIFEST_CACHE_SIZE = 8
+
+
+_CACHE_LOCK = threading.Lock()
+
+
+def remember(store: ObjectStore, loc: ManifestLocation, mf: ManifestFile) -> None:
+    """Keep a committed version's manifest on ``store`` (they never change;
+    vacuum forgets the versions it removes)."""
+    cache = store.manifest_cache
+    with _CACHE_LOCK:
+        cache.pop(loc.version, None)
+        cache[loc.version] = (loc, mf)
+        while len(cache) > MANIFEST_CACHE_SIZE:
+            cache.pop(next(iter(cache)))
+
+
+def forget(store: ObjectStore, version: int) -> None:
+    with _CACHE_LOCK:
+        store.manifest_cache.pop(version, None)
+
+
 def open_snapshot(store: ObjectStore, version: int | None = None) -> Snapshot:
-    """The latest (or given) version of the table at ``store``."""
+    """The latest (or given) version of the table at ``store``. A version
+    this store read or committed before is not fetched again; "latest" always
+    asks the commit handler."""
+    cached = store.manifest_cache.get(version) if version is not None else None
+    if cached is not None:
+        attach_bases(store, cached[1].manifest)
+        return Snapshot(store, version, cached[1], cached[0].naming)
     log = TableLog(store)
-    latest = log.latest()
-    if latest is None:
-        raise TableNotFoundError(f"no Lance table at {store.root} (no manifests in _versions/)")
-    loc = latest if version is None or version == latest.version else log.handler.location(version, latest.naming)
-    if loc is None:
-        raise TableNotFoundError(f"version {version} of table {store.root} does not exist")
+    if version is None:
+        loc = log.latest()
+        if loc is None:
+            raise TableNotFoundError(f"no Lance table at {store.root} (no manifests in _versions/)")
+        cached = store.manifest_cache.get(loc.version)
+        if cached is not None:
+            attach_bases(store, cached[1].manifest)
+            return Snapshot(store, loc.version, cached[1], cached[0].naming)
+    else:
+        # A given version is looked up directly (it stays readable even when
+        # the latest cannot be loaded).
+        loc = log.handler.location(version)
+        if loc is None:
+            if log.latest() is None:
+                raise TableNotFoundError(f"no Lance table at {store.root} (no manifests in _versions/)")
+            raise TableNotFoundError(f"version {version} of table {store.root} does not exist")
     mf = log.read_manifest(loc)
     if mf.manifest.version != loc.version:
         raise CorruptTableError(
@@ -187,6 +250,7 @@ def open_snapshot(store: ObjectStore, version: int | None = None) -> Snapshot:
         )
     check_readable(mf.manifest, f"at {store.root}")
     attach_bases(store, mf.manifest)
+    remember(store, loc, mf)
     return Snapshot(store, loc.version, mf, loc.naming)
 
 

@@ -111,7 +111,7 @@ def delete_tag(store: ObjectStore, name: str) -> None:
     root = locate(store)[0]
     if not root.exists(_path(name)):
         raise TableNotFoundError(f"tag {name!r} does not exist in {root.root}")
-    root.delete(_path(name))
+    root.commit_handler.delete_file(_path(name))
 
 
 def create_tag(store: ObjectStore, name: str, version: int | str) -> dict:

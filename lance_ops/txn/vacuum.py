@@ -41,8 +41,14 @@ version references:
   here the same retention governs versions and unreferenced files, as in
   Delta;
 * temporary leftovers of interrupted writes older than the retention:
-  pylance's ``_versions/.tmp*``, and ``*.tmp-{hex}`` files of our own
-  write-then-rename in ``_versions/``, ``_transactions/``, ``_deletions/``.
+  pylance's ``_versions/.tmp*``, ``*.tmp-{hex}`` files of our own
+  write-then-rename in ``_versions/``, ``_transactions/``, ``_deletions/``,
+  and staged manifests ``_versions/{name}.manifest-{uuid}`` of external-store
+  commits that lost their race or whose writer died before claiming (a
+  committed staged manifest is finished -- copied to its final name -- by
+  the listing that precedes this, so it is never a leftover).
+
+Files are listed as a stream (page by page on S3) and judged one at a time.
 
 Everything else stays: ``_refs/``, the version hint, unknown files. A manifest
 that cannot be decoded aborts vacuum before anything is deleted -- its
@@ -64,7 +70,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ..errors import InvalidArgumentError
 from ..format.deletion import deletion_path_of, has_deletion_file
@@ -80,7 +86,7 @@ from ..format.naming import (
     index_dir,
 )
 from ..storage.objectstore import FileInfo, ObjectStore
-from .log import TableLog
+from .log import TableLog, forget
 from .refs import branch_root, dataset_root, list_branches, list_tags
 
 log = logging.getLogger("lance_ops")
@@ -183,8 +189,9 @@ def _timestamp(mf: ManifestFile) -> float:
 
 def _is_leftover(name: str) -> bool:
     """A temporary file of an interrupted write: pylance's ``.tmp*`` commit
-    files, ours ``{name}.tmp-{hex}`` (:meth:`ObjectStore.write_bytes`)."""
-    return name.startswith(".tmp") or ".tmp-" in name
+    files, ours ``{name}.tmp-{hex}`` (:meth:`ObjectStore.write_bytes`), staged
+    manifests ``{name}.manifest-{uuid}`` (external-store commits)."""
+    return name.startswith(".tmp") or ".tmp-" in name or ".manifest-" in name
 
 
 def _candidates(store: ObjectStore) -> Iterator[tuple[str, FileInfo, str | None]]:
@@ -233,7 +240,7 @@ class Candidate:
 
 def decide(
     versions: list[VersionFacts],
-    candidates: list[Candidate],
+    candidates: Iterable[Candidate],
     *,
     upto: int,
     cutoff: float,
@@ -280,7 +287,7 @@ def plan_vacuum(store: ObjectStore, upto: int, retention_hours: float) -> Vacuum
     branches = list_branches(root)
     return decide(
         [VersionFacts(v, _timestamp(mf), path, frozenset(references(mf, based=None))) for v, path, mf in versions],
-        [Candidate(rel, info.mtime, key) for rel, info, key in _candidates(store)],
+        (Candidate(rel, info.mtime, key) for rel, info, key in _candidates(store)),
         upto=upto,
         cutoff=cutoff,
         tagged={int(doc["version"]) for doc in list_tags(root).values() if (doc.get("branch") or None) == this},
@@ -303,6 +310,8 @@ def vacuum(store: ObjectStore, version: int, retention_hours: float | None, dry_
     if dry_run:
         return plan.paths
     handler = store.commit_handler
+    for v in plan.removed_versions:
+        forget(store, v)
     with ThreadPoolExecutor(IO_THREADS) as pool:
         list(pool.map(lambda v_path: handler.remove_version(*v_path), zip(plan.removed_versions, plan.manifests)))
         list(pool.map(store.delete, plan.files))

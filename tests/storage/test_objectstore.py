@@ -23,7 +23,8 @@ def test_storage_options_split():
         "aws_access_key_id": "K", "aws_secret_access_key": "S", "aws_endpoint": "http://e", "region": "r",
         "fsspec.anon": "false", "lance.allow_http": "true",
     })
-    assert fs == {"key": "K", "secret": "S", "client_kwargs": {"endpoint_url": "http://e", "region_name": "r"}, "anon": "false"}
+    assert fs == {"key": "K", "secret": "S", "client_kwargs": {"endpoint_url": "http://e", "region_name": "r"}, "anon": "false",
+                  "use_listings_cache": False}
     assert codec == {"aws_access_key_id": "K", "aws_secret_access_key": "S", "aws_endpoint": "http://e", "region": "r", "allow_http": "true"}
 
 

@@ -98,6 +98,8 @@ def test_missing_transaction_is_a_conflict(tmp_path):
     for name in os.listdir(os.path.join(store.root, "_transactions")):
         if name.startswith("1-"):
             os.unlink(os.path.join(store.root, "_transactions", name))
+    # (another process's view: this store remembers what it committed)
+    store = ObjectStore(store.root)
     snap = open_snapshot(store, 1)
     dv_frag = snap.fragments[0]
     with pytest.raises(CommitConflictError, match="missing transaction") as e:
