@@ -106,9 +106,11 @@ class Executor:
             node = exp.select("*").from_(table)
         return query.run(self.spark, self.resolver, node, sql_of(node))
 
-    def _write_done(self, ref: LanceRef, schema_changed: bool = False) -> None:
-        if schema_changed:
-            refresh_registered(self.spark, ref.uri if "://" in ref.uri else os.path.abspath(ref.uri))
+    def _write_done(self, t) -> None:
+        """Re-point the session names registered for ``t``'s table at its new
+        version (Spark 4.3 pins a view over a Python data source to the
+        version it planned)."""
+        refresh_registered(self.spark, t.uri)
 
     @staticmethod
     def _names(table: exp.Table) -> set[str]:
@@ -149,6 +151,7 @@ class Executor:
         where = node.args.get("where")
         cond = self._requalify(where.this, dict.fromkeys(self._names(node.this))) if where else None
         info = t.delete(cond, commitProperties=self.commit_properties)
+        self._write_done(t)
         return R.frame(self.spark, R.AFFECTED, [(int(info.metrics.get("numDeletedRows", 0)),)])
 
     def _update(self, stmt, node: exp.Update):
@@ -164,6 +167,7 @@ class Executor:
         where = node.args.get("where")
         cond = self._requalify(where.this, names) if where else None
         info = t.update(cond, sets, commitProperties=self.commit_properties)
+        self._write_done(t)
         return R.frame(self.spark, R.AFFECTED, [(int(info.metrics.get("numUpdatedRows", 0)),)])
 
     def _merge(self, stmt, node: exp.Merge):
@@ -221,7 +225,7 @@ class Executor:
         info = builder.execute(commitProperties=self.commit_properties)
         m = info.metrics
         upd, dele, ins = (int(m.get(k, 0)) for k in ("numUpdatedRows", "numDeletedRows", "numInsertedRows"))
-        self._write_done(ref, schema_changed=bool(m.get("numAddedColumns")))
+        self._write_done(t)
         return R.frame(self.spark, R.MERGED, [(upd + dele + ins, upd, dele, ins)])
 
     def _aligned(self, df, table_schema: T.StructType, columns: list[str] | None, by_name: bool):
@@ -268,6 +272,7 @@ class Executor:
             info = t.overwrite(df, commitProperties=self.commit_properties)
         else:
             info = t.append(df, commitProperties=self.commit_properties)
+        self._write_done(t)
         n = int(info.metrics.get("numInsertedRows", 0))
         return R.frame(self.spark, R.INSERTED, [(n, n)])
 
@@ -437,6 +442,7 @@ class Executor:
                 raise InvalidArgumentError(f"unknown OPTIMIZE option {k!r}; known: {sorted(OPTIMIZE_OPTIONS.values())}")
             kwargs[name] = v
         info = t.optimize().executeCompaction(commitProperties=self.commit_properties, **kwargs)
+        self._write_done(t)
         m = info.metrics
         metrics = (
             int(m.get("filesAdded", 0)), int(m.get("filesRemoved", 0)), int(m.get("fragmentsAdded", 0)),
@@ -470,7 +476,7 @@ class Executor:
         after = _data_files(t.snapshot)
         removed = {p: s for p, s in before.items() if p not in after}
         restored = {p: s for p, s in after.items() if p not in before}
-        self._write_done(ref, schema_changed=True)
+        self._write_done(t)
         log.info("RESTORE %s to version %s committed version %s", t.uri, version, info.version)
         row = (sum(after.values()), len(after), len(removed), len(restored), sum(removed.values()), sum(restored.values()))
         return R.frame(self.spark, R.RESTORED, [row])
@@ -553,7 +559,7 @@ class Executor:
                 md = {"comment": c["comment"]} if c.get("comment") is not None else {}
                 values[c["name"]] = F.lit(None).cast(dtype).alias(c["name"], metadata=md)
         t.addColumns(values, commitProperties=self.commit_properties)
-        self._write_done(ref, schema_changed=True)
+        self._write_done(t)
         return R.frame(self.spark, R.EMPTY, [])
 
     def _spark_type(self, type_sql: str) -> T.DataType:
@@ -570,7 +576,7 @@ class Executor:
         select = exp.select(*[exp.column(c) for c in [key, *args["columns"]]]).from_(inner)
         df = query.run(self.spark, self.resolver, select, sql_of(select))
         t.addColumns(df, on=key, commitProperties=self.commit_properties)
-        self._write_done(ref, schema_changed=True)
+        self._write_done(t)
         return R.frame(self.spark, R.EMPTY, [])
 
     def _drop_columns(self, ref, args):
@@ -582,23 +588,25 @@ class Executor:
             if not cols:
                 return R.frame(self.spark, R.EMPTY, [])
         t.dropColumns(cols, commitProperties=self.commit_properties)
-        self._write_done(ref, schema_changed=True)
+        self._write_done(t)
         return R.frame(self.spark, R.EMPTY, [])
 
     def _rename_column(self, ref, args):
         t = self._writable(ref)
         t.renameColumn(args["old"], args["new"], commitProperties=self.commit_properties)
-        self._write_done(ref, schema_changed=True)
+        self._write_done(t)
         return R.frame(self.spark, R.EMPTY, [])
 
     def _set_tblproperties(self, ref, args):
         t = self._writable(ref)
         t.setProperties(args["properties"], commitProperties=self.commit_properties)
+        self._write_done(t)
         return R.frame(self.spark, R.EMPTY, [])
 
     def _unset_tblproperties(self, ref, args):
         t = self._writable(ref)
         t.unsetProperties(args["keys"], commitProperties=self.commit_properties, ifExists=args["if_exists"])
+        self._write_done(t)
         return R.frame(self.spark, R.EMPTY, [])
 
 

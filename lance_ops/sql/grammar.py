@@ -31,6 +31,7 @@ token of the whole script.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,7 +99,8 @@ class LanceParser(Spark.Parser):
             and self._next.token_type in (TokenType.VAR, TokenType.NUMBER, TokenType.IDENTIFIER)
         ):
             self._advance(2)
-            table.set("version", exp.Version(this=AT_SUFFIX, kind="@", expression=exp.Literal.string(self._prev.text)))
+            # (kept in meta: sqlglot's _parse_table overwrites the "version" arg)
+            table.meta[AT_SUFFIX] = self._prev.text
         return table
 
     def _parse_table_parts_fast(self):
@@ -242,7 +244,7 @@ class LanceParser(Spark.Parser):
 
     def _restore(self) -> Statement:
         self._match(TokenType.TABLE)
-        table = self._table_ref()
+        table = self._parse_table_parts(schema=True)  # [TO] VERSION AS OF ... is the target, not time travel
         self._match_text_seq("TO")
         version = self._parse_version()
         if version is None or version.this not in ("VERSION", "TIMESTAMP"):
@@ -363,7 +365,9 @@ class LanceParser(Spark.Parser):
 
     def _add_columns(self, table: exp.Table) -> Statement:
         """``(c type [COMMENT 'x'] | c = <expr>, ...)`` or ``c1, c2 FROM src ON key``."""
-        if not self._match(TokenType.L_PAREN):
+        wrapped = self._match(TokenType.L_PAREN)
+        if not wrapped:
+            start = self._index
             names = self._name_list()
             if self._match(TokenType.FROM):
                 source = self._parse_table(alias_tokens=None)  # a table/view name or (subquery)
@@ -371,7 +375,7 @@ class LanceParser(Spark.Parser):
                 key = self._name("the key column")
                 self._end()
                 return Statement("add_columns_from", table, {"columns": names, "source": source, "key": key})
-            self.raise_error("Expected FROM <view> ON <key> after the column names (or a parenthesized column list)")
+            self._retreat(start)  # ADD COLUMN c type, ...
         columns = []
         while True:
             name = self._name("a column name")
@@ -393,7 +397,7 @@ class LanceParser(Spark.Parser):
                 columns.append({"name": name, "type": type_sql, "comment": comment})
             if not self._match(TokenType.COMMA):
                 break
-        if not self._match(TokenType.R_PAREN):
+        if wrapped and not self._match(TokenType.R_PAREN):
             self.raise_error("Expected , or )")
         self._end()
         return Statement("add_columns", table, {"columns": columns})
@@ -424,11 +428,14 @@ def _position(text: str, offset: int) -> tuple[int, int]:
 
 
 def _token_error(text: str, e: TokenError) -> SqlParseError:
+    # sqlglot's message names the offset of the bad token ("Missing ' from 2:17")
+    m = re.search(r"from \d+:(\d+)", str(e.__cause__ or e))
     start = getattr(e, "start", None)
-    offset = start if isinstance(start, int) else 0
+    offset = int(m.group(1)) if m else (start if isinstance(start, int) else 0)
     line, col = _position(text, offset)
     token = text[offset : offset + 20].split("\n")[0]
-    return SqlParseError(line, col, token, str(e).split("\n")[0])
+    reason = str(e.__cause__ or e).split("\n")[0]
+    return SqlParseError(line, col, token, reason.split(" from ")[0] if m else reason)
 
 
 def _split(tokens: list[Token]) -> list[list[Token]]:

@@ -152,6 +152,11 @@ class Resolver:
                     ref = LanceRef(uri, name=name)
         if ref is None:
             return None
+        at = table.meta.get(AT_SUFFIX)
+        if at is not None:
+            if ref.time_travel:
+                raise InvalidArgumentError(f"{sql_of(table)}: two time-travel specifications")
+            self._apply_suffix(ref, at)
         version = table.args.get("version")
         if version is not None:
             if ref.time_travel:
@@ -181,9 +186,7 @@ class Resolver:
     def _apply_version(self, ref: LanceRef, version: exp.Version) -> None:
         kind = version.this
         value = version.expression
-        if kind == AT_SUFFIX:
-            self._apply_suffix(ref, value.name)
-        elif kind == "VERSION":
+        if kind == "VERSION":
             if isinstance(value, exp.Literal) and not value.is_string:
                 ref.version = int(value.this)
             elif isinstance(value, exp.Literal):
