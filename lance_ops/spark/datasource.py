@@ -126,7 +126,8 @@ class ReadOptions:
         return cls(
             path=path,
             version=opts.get("version"),
-            columns=[c.strip() for c in cols.split(",") if c.strip()] if cols else None,
+            # ("" = no data columns: metadata columns only, e.g. for count(*))
+            columns=[c.strip() for c in cols.split(",") if c.strip()] if cols is not None else None,
             metadata=meta,
             storage_options=storage,
             rows_per_partition=int(opts.get("rowsperpartition") or DEFAULT_ROWS_PER_PARTITION),
