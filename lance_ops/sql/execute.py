@@ -28,7 +28,7 @@ from ..errors import (
 from . import query
 from . import results as R
 from .grammar import ParsedStatement, Statement, sql_of
-from .refs import LanceRef, Resolver, refresh_registered, register_name, registered_uri, unregister_name
+from .refs import LanceRef, Resolver, normalize_uri, refresh_registered, register_name, registered_uri, unregister_name
 
 log = logging.getLogger("lance_ops.sql")
 
@@ -320,7 +320,7 @@ class Executor:
                     f"{sql_of(table)}: Lance tables are registered as session names (temporary views), without a database"
                 )
             name = table.name
-            uri = location or self._default_location(name)
+            uri = normalize_uri(location or self._default_location(name))
         from ..table import LanceTable
 
         options = {}

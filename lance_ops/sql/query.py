@@ -36,7 +36,7 @@ from sqlglot.optimizer.scope import traverse_scope
 
 from ..errors import InvalidArgumentError
 from .grammar import LanceSpark, sql_of
-from .refs import LanceRef, Resolver, registered_uri
+from .refs import LanceRef, Resolver, normalize_uri, registered_uri
 
 log = logging.getLogger("lance_ops.sql")
 
@@ -134,7 +134,7 @@ def open_sources(sources: list[Source], resolver: Resolver) -> None:
             s.columns = list(s.handle.schema.fieldNames())
         elif s.changes is not None:
             target, start, end = s.changes
-            uri = resolver.bindings.get(target.lower()) or registered_uri(spark, target) or target
+            uri = resolver.bindings.get(target.lower()) or registered_uri(spark, target) or normalize_uri(target)
             handle = uri if isinstance(uri, LanceTable) else LanceTable(spark, uri)
             s.handle = handle
             s.frame = handle.changes(start, end)

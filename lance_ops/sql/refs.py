@@ -27,6 +27,7 @@ evaluated by Spark in the session time zone), ``@v<n>``, ``@<tag>``.
 from __future__ import annotations
 
 import datetime
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -110,6 +111,14 @@ def refresh_registered(spark, uri: str) -> None:
                 register_name(spark, name, uri)
 
 
+def normalize_uri(uri: str) -> str:
+    """A local path made absolute here, on the driver: Spark's Python workers
+    run in another working directory."""
+    if "://" in uri or uri.startswith("file:"):
+        return uri
+    return os.path.abspath(os.path.expanduser(uri))
+
+
 def _split_at(path: str) -> tuple[str, str | None]:
     """``/a/b@v3`` -> (``/a/b``, ``v3``): an ``@`` in the last path segment."""
     head, sep, last = path.rpartition("/")
@@ -139,7 +148,7 @@ class Resolver:
         ref: LanceRef | None = None
         if db is not None and table.args.get("catalog") is None and db.name.lower() == LANCE_NAMESPACE:
             uri, suffix = _split_at(name)
-            ref = LanceRef(uri, name=uri.rstrip("/").rsplit("/", 1)[-1] or uri)
+            ref = LanceRef(normalize_uri(uri), name=uri.rstrip("/").rsplit("/", 1)[-1] or uri)
             if suffix is not None:
                 self._apply_suffix(ref, suffix)
         elif db is None:
@@ -173,7 +182,7 @@ class Resolver:
                 ref.version = target.version
             return ref
         if isinstance(target, str):
-            return LanceRef(target, name=name)
+            return LanceRef(normalize_uri(target), name=name)
         raise InvalidArgumentError(f"tables[{name!r}] must be a URI or a LanceTable, got {type(target).__name__}")
 
     def _apply_suffix(self, ref: LanceRef, suffix: str) -> None:
