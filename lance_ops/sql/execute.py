@@ -28,7 +28,15 @@ from ..errors import (
 from . import query
 from . import results as R
 from .grammar import ParsedStatement, Statement, sql_of
-from .refs import LanceRef, Resolver, normalize_uri, refresh_registered, register_name, registered_uri, unregister_name
+from .refs import (
+    LanceRef,
+    Resolver,
+    normalize_uri,
+    refresh_registered,
+    register_name,
+    registered_uri,
+    unregister_name,
+)
 
 log = logging.getLogger("lance_ops.sql")
 
