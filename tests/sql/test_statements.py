@@ -87,8 +87,8 @@ MERGE_SOURCE = "SELECT id, CAST(id % 7 AS INT) AS grp, concat('src', id) AS name
 @pytest.mark.parametrize(
     "clauses, api",
     [
-        ("WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
-         lambda m: m.whenMatchedUpdateAll().whenNotMatchedInsertAll()),
+        ("WHEN MATCHED AND t.score > 400 THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
+         lambda m: m.whenMatchedUpdateAll("t.score > 400").whenNotMatchedInsertAll()),
         ("WHEN MATCHED AND s.id < 280 THEN DELETE WHEN MATCHED THEN UPDATE SET name = s.name, score = t.score + 1 "
          "WHEN NOT MATCHED BY TARGET AND s.id % 2 = 0 THEN INSERT (id, name) VALUES (s.id, 'ins')",
          lambda m: m.whenMatchedDelete("s.id < 280").whenMatchedUpdate(None, {"name": "s.name", "score": "t.score + 1"})
@@ -97,10 +97,8 @@ MERGE_SOURCE = "SELECT id, CAST(id % 7 AS INT) AS grp, concat('src', id) AS name
          "AND t.id < 20 THEN DELETE WHEN NOT MATCHED THEN INSERT *",
          lambda m: m.whenNotMatchedBySourceUpdate("t.id < 10", {"name": "'gone'"})
          .whenNotMatchedBySourceDelete("t.id < 20").whenNotMatchedInsertAll()),
-        ("WHEN MATCHED AND t.score > 400 THEN UPDATE SET * WHEN NOT MATCHED BY SOURCE THEN DELETE",
-         lambda m: m.whenMatchedUpdateAll("t.score > 400").whenNotMatchedBySourceDelete()),
     ],
-    ids=["upsert", "matched-delete-update-conditional-insert", "by-source-update-delete", "by-source-delete-only"],
+    ids=["upsert", "matched-delete-update-conditional-insert", "by-source-update-delete"],
 )
 def test_merge_clause_matrix_matches_api(spark, trio, clauses, api):
     s, a, _ = trio
