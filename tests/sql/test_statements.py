@@ -310,6 +310,10 @@ def test_tags_time_travel_and_read_only(spark, trio):
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     got = run(spark, f"SELECT count(*) FROM lance.`{s}` TIMESTAMP AS OF '{when}'").head()[0]
     assert got == n_old
+    run(spark, f"RESTORE lance.`{s}` TO TIMESTAMP AS OF '{when}'")
+    assert lance.dataset(s).count_rows() == n_old
+    assert LanceTable(spark, s).history(1).head().operationParameters["version"] == str(v2)
+    run(spark, f"DELETE FROM lance.`{s}` WHERE id < 100")
     # writes through a time-travel reference: ReadOnlyVersionError, no new version
     v = lance.dataset(s).version
     for stmt in (f"DELETE FROM lance.`{s}@v{v2}` WHERE id = 200", f"UPDATE t@v{v2} SET score = 0",
