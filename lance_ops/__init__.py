@@ -7,7 +7,8 @@
 The lower layers (``lance_ops.format``, ``.storage``, ``.txn``) import without
 pyspark, and so does ``lance_ops.Table``, the Spark-free core (history,
 detail, tags, restore, vacuum, table properties). Spark-facing names
-(``LanceTable``, ``register``) load lazily.
+(``LanceTable``, ``register``, ``sql``) load lazily; ``%load_ext lance_ops``
+adds the ``%%lance_sql`` notebook magic.
 Importing lance_ops registers the ``lance`` data source in the active Spark
 session if there is one; ``lance_ops.register(spark)`` does it explicitly.
 """
@@ -26,6 +27,7 @@ from .errors import (
     LanceOpsError,
     ReadOnlyVersionError,
     SchemaMismatchError,
+    SqlParseError,
     TableExistsError,
     TableNotFoundError,
     UnsupportedFeatureError,
@@ -55,6 +57,8 @@ _LAZY = {
     "LanceTable": ("lance_ops.table", "LanceTable"),
     "register": ("lance_ops.spark.datasource", "register"),
     "local_session": ("lance_ops.spark.session", "local_session"),
+    # the package lance_ops.sql, callable: lance_ops.sql(spark, text)
+    "sql": ("lance_ops.sql", None),
 }
 
 
@@ -63,10 +67,18 @@ def __getattr__(name: str):
         import importlib
 
         module, attr = _LAZY[name]
-        value = getattr(importlib.import_module(module), attr)
+        value = importlib.import_module(module)
+        value = value if attr is None else getattr(value, attr)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'lance_ops' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext lance_ops``: adds the ``%%lance_sql`` cell magic."""
+    from .sql import load_ipython_extension as load
+
+    load(ipython)
 
 
 def _register_in_active_session() -> None:
@@ -92,5 +104,5 @@ __all__ = [
     "LanceOpsError", "TableNotFoundError", "TableExistsError", "SchemaMismatchError",
     "UnsupportedFeatureError", "CorruptTableError", "CommitConflictError", "ReadOnlyVersionError",
     "CommitStoreError",
-    "DuplicateMatchError", "InvalidArgumentError",
+    "DuplicateMatchError", "InvalidArgumentError", "SqlParseError", "sql", "load_ipython_extension",
 ]

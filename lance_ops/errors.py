@@ -77,3 +77,15 @@ class InvalidArgumentError(LanceOpsError, ValueError):
 class DuplicateMatchError(LanceOpsError):
     """A merge matched one target row with several source rows and more than
     one of them would modify it (Delta raises the same error)."""
+
+
+class SqlParseError(LanceOpsError, ValueError):
+    """A SQL statement given to :func:`lance_ops.sql` does not parse.
+
+    ``line`` and ``column`` (1-based) locate the offending ``token`` in the
+    whole text (a script's later statements count lines from its start);
+    ``reason`` says what was expected."""
+
+    def __init__(self, line: int, column: int, token: str, reason: str = "syntax error"):
+        self.line, self.column, self.token, self.reason = int(line), int(column), token, reason
+        super().__init__(f"{reason} at line {self.line}, column {self.column}, near {token!r}")

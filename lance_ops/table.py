@@ -67,10 +67,12 @@ class LanceTable:
         maxRowsPerFragment: int = DEFAULT_MAX_ROWS_PER_FRAGMENT,
         storage_options: dict | None = None,
         commitProperties: dict | None = None,
+        properties: dict | None = None,
     ) -> "LanceTable":
         """Create a table from ``df`` (``mode="overwrite"`` replaces an existing
         one). Returns a handle at the new version; ``handle.lastCommit`` holds
-        the CommitInfo."""
+        the CommitInfo. ``properties`` (extension) sets table config keys in
+        the same commit (``ds.config()`` in pylance)."""
         from .ops.write import write_dataframe
         from .spark.session import storage_options as session_storage_options
         from .spark.write import must_not_exist
@@ -84,7 +86,8 @@ class LanceTable:
         register(spark)
         storage_options = session_storage_options(spark, storage_options)
         store = ObjectStore(uri, storage_options)
-        prepare = write_dataframe(store, df, mode, stable_row_ids=stableRowIds, max_rows_per_fragment=maxRowsPerFragment)
+        prepare = write_dataframe(store, df, mode, stable_row_ids=stableRowIds, max_rows_per_fragment=maxRowsPerFragment,
+                                  properties=properties)
         options = WriteOptions(
             checks=[must_not_exist] if mode == "create" else [],
             commit_properties=commitProperties,
@@ -178,6 +181,31 @@ class LanceTable:
         """The table config (pylance's ``ds.config()``)."""
         return self.table.properties()
 
+    def fragments(self):
+        """One row per fragment of this version, from metadata only (no
+        Spark job): fragment_id, physical_rows, deleted_rows, live_rows,
+        deleted_ratio, num_data_files, size_in_bytes, data_file_versions,
+        tombstoned_fields, has_deletion_file (``DESCRIBE FRAGMENTS`` in SQL;
+        the Spark-free ``Table.fragments()`` has each file's details)."""
+        from .sql.results import FRAGMENTS
+
+        rows = [
+            (f["id"], f["physicalRows"], f["deletedRows"], f["liveRows"], float(f["deletedRatio"]), f["numDataFiles"],
+             f["sizeInBytes"], ",".join(f["dataFileVersions"]), f["tombstonedFields"], f["hasDeletionFile"])
+            for f in self.table.fragments()
+        ]
+        return self._spark.createDataFrame(rows, FRAGMENTS)
+
+    def sql(self, text: str, tables: dict | None = None, commitProperties: dict | None = None, allResults: bool = False):
+        """Run SQL where this table is named ``this`` (at this handle's
+        version: a time-travel handle reads that version and refuses writes),
+        e.g. ``t.sql("DELETE FROM this WHERE x > 5")``; see
+        :func:`lance_ops.sql`."""
+        from .sql import sql
+
+        return sql(self._spark, text, tables={"this": self, **(tables or {})},
+                   commitProperties=commitProperties, allResults=allResults)
+
     def changes(self, startVersion: int, endVersion: int | None = None):
         """Rows inserted or updated in versions (startVersion, endVersion] as a
         DataFrame: the table's columns, ``_rowid``, the lineage columns and
@@ -244,8 +272,11 @@ class LanceTable:
                    commitProperties: dict | None = None) -> CommitInfo:
         """Add columns without rewriting the table: ``{"z": "x * 2"}`` (Spark SQL
         over existing columns), ``fn, readColumns=[...], outputSchema="z long"``
-        (an Arrow batch function run on executors) or ``df, on="id"`` (columns
-        computed elsewhere, joined by key; also ``"_rowid"`` / ``"_rowaddr"``)."""
+        (an Arrow batch function run on executors), ``df, on="id"`` (columns
+        computed elsewhere, joined by key; also ``"_rowid"`` / ``"_rowaddr"``)
+        or a schema -- a StructType or DDL ``"c int COMMENT 'why', d string"``
+        -- for null-filled typed columns (field metadata such as the comment
+        kept). Each way writes one column file per fragment."""
         from .ops.evolve import add_columns
 
         self._writable()
@@ -283,8 +314,10 @@ class LanceTable:
         them in ``ds.config()``)."""
         return self.table.setProperties(properties, commitProperties)
 
-    def unsetProperties(self, keys, commitProperties: dict | None = None) -> CommitInfo:
-        return self.table.unsetProperties(keys, commitProperties)
+    def unsetProperties(self, keys, commitProperties: dict | None = None, ifExists: bool = True) -> CommitInfo:
+        """Remove table config keys (``ifExists=False``: a key that is not set
+        raises InvalidArgumentError, as Delta's UNSET TBLPROPERTIES)."""
+        return self.table.unsetProperties(keys, commitProperties, ifExists=ifExists)
 
     # ------------------------------------------------- vacuum, restore, tags
     def vacuum(self, retentionHours: float = 168, dryRun: bool = False, enforceRetentionDuration: bool = True) -> list[str]:

@@ -76,10 +76,15 @@ def add_columns(spark, snapshot: Snapshot, source, *, read_columns=None, output_
         plan = _ExpressionColumns(source)
     elif isinstance(source, DataFrame):
         plan = _JoinedColumns(source, on)
+    elif isinstance(source, (str, T.StructType)):
+        plan = _NullColumns(spark, source)
     elif callable(source):
         plan = _UdfColumns(source, read_columns, output_schema)
     else:
-        raise InvalidArgumentError("addColumns takes a dict of SQL expressions, an Arrow batch function, or a DataFrame")
+        raise InvalidArgumentError(
+            "addColumns takes a dict of SQL expressions, an Arrow batch function, a DataFrame, or a schema "
+            "(StructType or DDL string) of null-filled columns"
+        )
     new_fields = plan.new_fields(spark, snapshot)
     params = {"columns": ", ".join(f.name for f in new_fields), "source": plan.describe()}
 
@@ -153,6 +158,26 @@ class _ExpressionColumns:
         frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False)
         out = frame.select(ROW_ADDR, *[as_column(v).alias(k) for k, v in self.exprs.items()])
         return _column_files(spark, out, ctx)
+
+
+class _NullColumns(_ExpressionColumns):
+    """Typed columns that start null (``ALTER TABLE ... ADD COLUMNS (c int
+    COMMENT '...')``): a StructType or a DDL string parsed by Spark; field
+    metadata (Spark keeps a COMMENT as ``{"comment": ...}``) goes into the
+    Lance schema. Written like any expression column: one file per fragment."""
+
+    def __init__(self, spark, schema):
+        if isinstance(schema, str):
+            if not schema.strip():
+                raise InvalidArgumentError("addColumns needs at least one new column")
+            schema = spark.createDataFrame([], schema).schema  # Spark's DDL parser (and its errors)
+        self.schema = schema
+        super().__init__({
+            f.name: F.lit(None).cast(f.dataType).alias(f.name, metadata=f.metadata or {}) for f in schema.fields
+        })
+
+    def describe(self) -> str:
+        return "null: " + ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in self.schema.fields)
 
 
 class _UdfColumns:

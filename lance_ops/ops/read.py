@@ -6,6 +6,11 @@ from ..spark.datasource import register
 from ..spark.frames import rows_per_partition
 from ..txn.log import open_snapshot
 
+#: Spark conf: a directory where every scan task of ``toDF()`` (and of
+#: ``lance_ops.sql`` queries) writes which columns it read (see
+#: :func:`lance_ops.spark.datasource.write_scan_trace`).
+SCAN_TRACE_CONF = "spark.lance_ops.scanTrace"
+
 
 def read_dataframe(
     spark,
@@ -34,6 +39,9 @@ def read_dataframe(
         reader = reader.option("columns", ",".join(columns))
     if meta:
         reader = reader.option("metadataColumns", ",".join(meta))
+    trace = spark.conf.get(SCAN_TRACE_CONF, None)
+    if trace:
+        reader = reader.option("scanTrace", trace)
     for k, v in store.storage_options.items():
         reader = reader.option(f"storage.{k}", v)
     return reader.load(store.uri)

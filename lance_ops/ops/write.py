@@ -16,9 +16,11 @@ from ..txn.pipeline import StagedCommit
 
 
 def write_dataframe(store, df, mode: str, *, stable_row_ids: bool = True, max_rows_per_fragment: int = DEFAULT_MAX_ROWS_PER_FRAGMENT,
-                    planned: list | None = None):
+                    planned: list | None = None, properties: dict | None = None):
     """``prepare(snapshot) -> StagedCommit`` writing ``df`` (``snapshot`` None:
-    no table yet). ``planned`` (if given) receives each attempt's WritePlan."""
+    no table yet). ``planned`` (if given) receives each attempt's WritePlan;
+    ``properties`` (create / overwrite) become the table config in the same
+    commit."""
 
     def prepare(snap: Snapshot | None) -> StagedCommit:
         plan = plan_write(
@@ -29,6 +31,6 @@ def write_dataframe(store, df, mode: str, *, stable_row_ids: bool = True, max_ro
             planned.append(plan)
         with executor_errors():
             rows = df.mapInArrow(map_in_arrow_writer(plan), FRAGMENTS_SCHEMA).collect()
-        return staged_write(plan, [bytes(r[FRAGMENT_COLUMN]) for r in rows])
+        return staged_write(plan, [bytes(r[FRAGMENT_COLUMN]) for r in rows], properties)
 
     return prepare

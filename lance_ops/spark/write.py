@@ -146,10 +146,14 @@ def map_in_arrow_writer(plan: WritePlan):
     return run
 
 
-def staged_write(plan: WritePlan, fragments: list[bytes]) -> StagedCommit:
-    """One Append or Overwrite of the written fragments."""
+def staged_write(plan: WritePlan, fragments: list[bytes], properties: dict | None = None) -> StagedCommit:
+    """One Append or Overwrite of the written fragments (an Overwrite /
+    create also sets the table config ``properties``)."""
     frags = [table_pb2.DataFragment.FromString(b) for b in fragments]
-    op = Append(frags) if plan.mode == "append" else Overwrite(frags, plan.schema)
+    if plan.mode == "append":
+        op = Append(frags)
+    else:
+        op = Overwrite(frags, plan.schema, config_upsert_values={str(k): str(v) for k, v in (properties or {}).items()})
     metrics = {
         "numInsertedRows": sum(f.physical_rows for f in frags),
         "numAddedFragments": len(frags),

@@ -118,6 +118,38 @@ class Table:
         """The table config (pylance's ``ds.config()``)."""
         return dict(self.snapshot.manifest.config)
 
+    def fragments(self) -> list[dict]:
+        """One dict per fragment of this version, from metadata only (the
+        health of a table): id, physicalRows, deletedRows, liveRows,
+        deletedRatio, dataFiles (each file's path, size, format version and
+        tombstoned field slots), numDataFiles, sizeInBytes,
+        dataFileVersions (distinct "major.minor"), tombstonedFields (field
+        slots replaced by -2, i.e. data left behind by rewriteColumns),
+        hasDeletionFile."""
+        out = []
+        for f in self.snapshot.fragments:
+            deleted = f.deletion_file.num_deleted_rows if f.HasField("deletion_file") else 0
+            files = [
+                {"path": df.path, "sizeInBytes": int(df.file_size_bytes),
+                 "version": f"{df.file_major_version}.{df.file_minor_version}",
+                 "tombstonedFields": sum(1 for x in df.fields if x == -2)}
+                for df in f.files
+            ]
+            out.append({
+                "id": int(f.id),
+                "physicalRows": int(f.physical_rows),
+                "deletedRows": int(deleted),
+                "liveRows": int(f.physical_rows - deleted),
+                "deletedRatio": (deleted / f.physical_rows) if f.physical_rows else 0.0,
+                "dataFiles": files,
+                "numDataFiles": len(files),
+                "sizeInBytes": sum(x["sizeInBytes"] for x in files),
+                "dataFileVersions": sorted({x["version"] for x in files}),
+                "tombstonedFields": sum(x["tombstonedFields"] for x in files),
+                "hasDeletionFile": f.HasField("deletion_file"),
+            })
+        return out
+
     # ------------------------------------------------------------------ tags
     def listTags(self, details: bool = False) -> dict:
         """Tag name -> version of the tags of this handle's branch

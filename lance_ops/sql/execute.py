@@ -1,0 +1,638 @@
+"""Running parsed statements: each maps to the public API (``LanceTable`` and
+the Spark-free ``Table`` core) and returns Delta's result shape.
+
+A statement whose target is not a Lance table goes to ``spark.sql`` as
+written (with any Lance tables it reads bound as pruned DataFrames), so the
+front end is a superset of Spark SQL. Every write statement resolves and
+checks its target first: a time-travel target raises ReadOnlyVersionError,
+and the API call it maps to analyzes all its SQL before any data is written,
+so a failed statement leaves no new version.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from sqlglot import exp
+
+from ..errors import (
+    InvalidArgumentError,
+    ReadOnlyVersionError,
+    SchemaMismatchError,
+    TableExistsError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+)
+from . import query
+from . import results as R
+from .grammar import ParsedStatement, Statement, sql_of
+from .refs import (
+    LanceRef,
+    Resolver,
+    normalize_uri,
+    refresh_registered,
+    register_name,
+    registered_uri,
+    unregister_name,
+)
+
+log = logging.getLogger("lance_ops.sql")
+
+#: ``OPTIMIZE ... WITH (...)`` option -> executeCompaction argument
+OPTIMIZE_OPTIONS = {
+    "targetrowsperfragment": "targetRowsPerFragment",
+    "materializedeletions": "materializeDeletions",
+    "materializedeletionsthreshold": "materializeDeletionsThreshold",
+    "maxrowsperfragment": "maxRowsPerFragment",
+    "maxsourcefragments": "maxSourceFragments",
+}
+#: TBLPROPERTIES of CREATE TABLE that are creation options, not table config
+CREATE_OPTIONS = {"stablerowids": "stableRowIds", "maxrowsperfragment": "maxRowsPerFragment"}
+
+
+def _truthy(value) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+class Executor:
+    """Runs the statements of one ``lance_ops.sql`` call."""
+
+    def __init__(self, spark, tables: dict | None = None, commitProperties: dict | None = None):
+        self.spark = spark
+        self.resolver = Resolver(spark, tables)
+        self.commit_properties = commitProperties
+
+    # ------------------------------------------------------------ dispatch
+    def run(self, stmt: ParsedStatement):
+        node = stmt.node
+        if isinstance(node, Statement):
+            ref = self.resolver.lance(node.table) if node.table is not None else None
+            if ref is None:
+                return self._spark_sql(stmt)  # e.g. DESCRIBE HISTORY of a Delta table
+            return getattr(self, f"_{node.kind}")(ref, node.args)
+        handler = {
+            exp.Delete: self._delete, exp.Update: self._update, exp.Merge: self._merge,
+            exp.Insert: self._insert, exp.Create: self._create, exp.Drop: self._drop,
+        }.get(type(node))
+        if handler is not None:
+            out = handler(stmt, node)
+            if out is not None:
+                return out
+        return self._spark_sql(stmt)
+
+    def _spark_sql(self, stmt: ParsedStatement):
+        if isinstance(stmt.node, Statement):
+            return self.spark.sql(stmt.text)
+        return query.run(self.spark, self.resolver, stmt.node, stmt.text)
+
+    # ------------------------------------------------------------- helpers
+    def _target(self, table: exp.Expr) -> tuple[LanceRef | None, object]:
+        """(ref, writable latest handle) of a write target, or (None, None)."""
+        if isinstance(table, exp.Schema):
+            table = table.this
+        ref = self.resolver.lance(table) if isinstance(table, exp.Table) else None
+        if ref is None:
+            return None, None
+        if ref.time_travel:
+            raise ReadOnlyVersionError(
+                f"{sql_of(table)} is a time-travel reference (read-only); write to the table without a version"
+            )
+        return ref, self.resolver.handle(ref)
+
+    def _read(self, ref: LanceRef):
+        return self.resolver.handle(ref)
+
+    def _frame_of(self, node: exp.Expr):
+        """A DataFrame of a query (or of ``SELECT * FROM <table>``)."""
+        if isinstance(node, exp.Subquery):
+            node = node.this
+        elif isinstance(node, exp.Table):
+            table = node.copy()
+            table.set("alias", None)
+            node = exp.select("*").from_(table)
+        return query.run(self.spark, self.resolver, node, sql_of(node))
+
+    def _write_done(self, t) -> None:
+        """Re-point the session names registered for ``t``'s table at its new
+        version (Spark 4.3 pins a view over a Python data source to the
+        version it planned)."""
+        refresh_registered(self.spark, t.uri)
+
+    @staticmethod
+    def _names(table: exp.Table) -> set[str]:
+        names = {table.name.lower()}
+        alias = table.args.get("alias")
+        if alias is not None and alias.name:
+            names = {alias.name.lower()}
+        return names
+
+    @staticmethod
+    def _requalify(node: exp.Expr | None, mapping: dict[str, str | None]) -> str | None:
+        """SQL of ``node`` with column qualifiers renamed (None: removed)."""
+        if node is None:
+            return None
+        node = node.copy()
+        for col in list(node.find_all(exp.Column)):
+            q = col.table
+            if q and q.lower() in mapping:
+                new = mapping[q.lower()]
+                col.set("db", None)
+                col.set("catalog", None)
+                col.set("table", exp.to_identifier(new) if new else None)
+        return sql_of(node)
+
+    @staticmethod
+    def _column_name(col: exp.Expr) -> str:
+        if isinstance(col, exp.Column):
+            return col.name
+        if isinstance(col, exp.Identifier):
+            return col.name
+        return sql_of(col)
+
+    # ----------------------------------------------------------------- DML
+    def _delete(self, stmt, node: exp.Delete):
+        ref, t = self._target(node.this)
+        if ref is None:
+            return None
+        where = node.args.get("where")
+        cond = self._requalify(where.this, dict.fromkeys(self._names(node.this))) if where else None
+        info = t.delete(cond, commitProperties=self.commit_properties)
+        self._write_done(t)
+        return R.frame(self.spark, R.AFFECTED, [(int(info.metrics.get("numDeletedRows", 0)),)])
+
+    def _update(self, stmt, node: exp.Update):
+        ref, t = self._target(node.this)
+        if ref is None:
+            return None
+        names = dict.fromkeys(self._names(node.this))
+        sets = {}
+        for eq in node.expressions:
+            if not isinstance(eq, exp.EQ):
+                raise InvalidArgumentError(f"UPDATE ... SET needs column = value, got {sql_of(eq)}")
+            sets[self._column_name(eq.this)] = self._requalify(eq.expression, names)
+        where = node.args.get("where")
+        cond = self._requalify(where.this, names) if where else None
+        info = t.update(cond, sets, commitProperties=self.commit_properties)
+        self._write_done(t)
+        return R.frame(self.spark, R.AFFECTED, [(int(info.metrics.get("numUpdatedRows", 0)),)])
+
+    def _merge(self, stmt, node: exp.Merge):
+        ref, t = self._target(node.this)
+        if ref is None:
+            return None
+        using = node.args["using"]
+        mapping: dict[str, str | None] = dict.fromkeys(self._names(node.this), "t")
+        src_alias = using.args.get("alias")
+        src_names = {src_alias.name.lower()} if src_alias is not None and src_alias.name else (
+            {using.name.lower()} if isinstance(using, exp.Table) else set()
+        )
+        mapping.update(dict.fromkeys(src_names, "s"))
+        source = self._frame_of(using)
+        builder = t.merge(source, self._requalify(node.args["on"], mapping))
+        for when in node.args["whens"].expressions:
+            cond = self._requalify(when.args.get("condition"), mapping)
+            then = when.args["then"]
+            matched, by_source = bool(when.args.get("matched")), bool(when.args.get("source"))
+            if isinstance(then, exp.Var) and then.name.upper() == "DELETE":
+                if matched:
+                    builder.whenMatchedDelete(cond)
+                elif by_source:
+                    builder.whenNotMatchedBySourceDelete(cond)
+                else:
+                    raise InvalidArgumentError("WHEN NOT MATCHED [BY TARGET] cannot DELETE")
+            elif isinstance(then, exp.Update):
+                if len(then.expressions) == 1 and isinstance(then.expressions[0], exp.Star):
+                    if not matched:
+                        raise InvalidArgumentError("UPDATE SET * is only valid in WHEN MATCHED")
+                    builder.whenMatchedUpdateAll(cond)
+                    continue
+                sets = {}
+                for eq in then.expressions:
+                    sets[self._column_name(eq.this)] = self._requalify(eq.expression, mapping)
+                if matched:
+                    builder.whenMatchedUpdate(cond, sets)
+                elif by_source:
+                    builder.whenNotMatchedBySourceUpdate(cond, sets)
+                else:
+                    raise InvalidArgumentError("WHEN NOT MATCHED [BY TARGET] cannot UPDATE")
+            elif isinstance(then, exp.Insert):
+                if matched or by_source:
+                    raise InvalidArgumentError("INSERT is only valid in WHEN NOT MATCHED [BY TARGET]")
+                if isinstance(then.this, exp.Star):
+                    builder.whenNotMatchedInsertAll(cond)
+                    continue
+                cols = [self._column_name(c) for c in then.this.expressions]
+                vals = [self._requalify(v, mapping) for v in then.expression.expressions]
+                if len(cols) != len(vals):
+                    raise InvalidArgumentError(f"INSERT lists {len(cols)} columns and {len(vals)} values")
+                builder.whenNotMatchedInsert(cond, dict(zip(cols, vals)))
+            else:
+                raise InvalidArgumentError(f"unsupported MERGE action {sql_of(then)}")
+        info = builder.execute(commitProperties=self.commit_properties)
+        m = info.metrics
+        upd, dele, ins = (int(m.get(k, 0)) for k in ("numUpdatedRows", "numDeletedRows", "numInsertedRows"))
+        self._write_done(t)
+        return R.frame(self.spark, R.MERGED, [(upd + dele + ins, upd, dele, ins)])
+
+    def _aligned(self, df, table_schema: T.StructType, columns: list[str] | None, by_name: bool):
+        """The query's rows as the table's columns (Spark's INSERT rules: by
+        position, by the listed columns, or BY NAME; missing listed columns
+        are null), cast to the table's types."""
+        table_cols = table_schema.fieldNames()
+        lower = {c.lower(): c for c in table_cols}
+        if by_name:
+            got = {c.lower(): c for c in df.columns}
+            unknown = [c for c in df.columns if c.lower() not in lower]
+            if unknown:
+                raise SchemaMismatchError(f"INSERT BY NAME: the table has no column(s) {unknown}")
+            mapped = {lower[k]: F.col(f"`{v}`") for k, v in got.items()}
+        else:
+            targets = columns if columns is not None else table_cols
+            if len(df.columns) != len(targets):
+                raise SchemaMismatchError(
+                    f"INSERT: the query has {len(df.columns)} column(s), the {'list' if columns else 'table'} "
+                    f"has {len(targets)}"
+                )
+            unknown = [c for c in targets if c.lower() not in lower]
+            if unknown:
+                raise SchemaMismatchError(f"INSERT: the table has no column(s) {unknown}")
+            mapped = {lower[c.lower()]: F.col(f"`{src}`") for c, src in zip(targets, df.columns)}
+        out = []
+        for f in table_schema.fields:
+            value = mapped.get(f.name)
+            out.append((value if value is not None else F.lit(None)).cast(f.dataType).alias(f.name))
+        return df.select(*out)
+
+    def _insert(self, stmt, node: exp.Insert):
+        target = node.this
+        ref, t = self._target(target)
+        if ref is None:
+            return None
+        columns = None
+        if isinstance(target, exp.Schema):
+            columns = [self._column_name(c) for c in target.expressions]
+        source = node.expression
+        df = self._frame_of(source)
+        df = self._aligned(df, t.schema, columns, bool(node.args.get("by_name")))
+        if node.args.get("overwrite"):
+            info = t.overwrite(df, commitProperties=self.commit_properties)
+        else:
+            info = t.append(df, commitProperties=self.commit_properties)
+        self._write_done(t)
+        n = int(info.metrics.get("numInsertedRows", 0))
+        return R.frame(self.spark, R.INSERTED, [(n, n)])
+
+    # ----------------------------------------------------------------- DDL
+    def _create(self, stmt, node: exp.Create):
+        kind = (node.args.get("kind") or "").upper()
+        if kind == "VIEW":
+            return self._create_view(stmt, node)
+        if kind != "TABLE":
+            return None
+        target = node.this
+        table = target.this if isinstance(target, exp.Schema) else target
+        props = node.args.get("properties")
+        provider, location, tblprops, other = None, None, {}, []
+        for p in (props.expressions if props is not None else []):
+            if isinstance(p, exp.FileFormatProperty):
+                provider = p.name.lower()
+            elif isinstance(p, exp.LocationProperty):
+                location = p.this.name
+            elif isinstance(p, exp.Property):
+                key = p.this.name if isinstance(p.this, exp.Literal) else sql_of(p.this)
+                value = p.args.get("value")
+                tblprops[key] = value.name if isinstance(value, exp.Literal) else sql_of(value)
+            elif isinstance(p, exp.TemporaryProperty):
+                other.append("TEMPORARY")
+            else:
+                other.append(sql_of(p))
+        ref = self.resolver.lance(table)
+        if provider != "lance" and ref is None:
+            return None  # Spark's own table
+        if provider is not None and provider != "lance":
+            raise InvalidArgumentError(f"{sql_of(table)} is a Lance table: USING {provider} does not apply")
+        if other:
+            raise UnsupportedFeatureError(f"CREATE TABLE ... USING lance does not support {', '.join(other)}")
+        name = None
+        if table.args.get("db") is not None and table.args["db"].name.lower() == "lance":
+            uri = ref.uri
+            if location and os.path.abspath(location) != os.path.abspath(uri):
+                raise InvalidArgumentError(f"LOCATION {location!r} differs from the table's path {uri!r}")
+            if ref.time_travel:
+                raise ReadOnlyVersionError(f"{sql_of(table)} is a time-travel reference (read-only)")
+        else:
+            if table.args.get("db") is not None:
+                raise UnsupportedFeatureError(
+                    f"{sql_of(table)}: Lance tables are registered as session names (temporary views), without a database"
+                )
+            name = table.name
+            uri = normalize_uri(location or self._default_location(name))
+        from ..table import LanceTable
+
+        options = {}
+        config = {}
+        for k, v in tblprops.items():
+            opt = CREATE_OPTIONS.get(k.lower())
+            if opt == "stableRowIds":
+                options[opt] = _truthy(v)
+            elif opt == "maxRowsPerFragment":
+                options[opt] = int(v)
+            else:
+                config[k] = v
+        exists = LanceTable.isLanceTable(self.spark, uri)
+        replace = bool(node.args.get("replace"))
+        if_not_exists = bool(node.args.get("exists"))
+        query_node = node.args.get("expression")
+        result = R.frame(self.spark, R.EMPTY, [])
+        if query_node is not None or isinstance(target, exp.Schema):
+            if exists and if_not_exists and not replace:
+                pass  # nothing to do (Delta's IF NOT EXISTS)
+            elif exists and not replace:
+                raise TableExistsError(f"a Lance table already exists at {uri}")
+            else:
+                if query_node is not None:
+                    if isinstance(target, exp.Schema):
+                        raise UnsupportedFeatureError("CREATE TABLE with both a column list and AS SELECT")
+                    df = self._frame_of(query_node)
+                else:
+                    ddl = ", ".join(sql_of(c) for c in target.expressions)
+                    df = self.spark.createDataFrame([], ddl)
+                t = LanceTable.create(
+                    self.spark, uri, df, mode="overwrite" if replace else "create",
+                    commitProperties=self.commit_properties, properties=config or None, **options,
+                )
+                if query_node is not None:
+                    n = int(t.lastCommit.metrics.get("numInsertedRows", 0))
+                    result = R.frame(self.spark, R.INSERTED, [(n, n)])
+        elif not exists:
+            raise TableNotFoundError(
+                f"no Lance table at {uri}: CREATE TABLE {name or uri} USING lance needs AS SELECT or a column list "
+                "to create one"
+            )
+        elif tblprops:
+            raise InvalidArgumentError("TBLPROPERTIES only apply when the table is created; use ALTER TABLE ... SET TBLPROPERTIES")
+        if name is not None:
+            if not replace and not if_not_exists and registered_uri(self.spark, name):
+                raise TableExistsError(f"the name {name!r} is already registered; DROP TABLE {name} first")
+            register_name(self.spark, name, uri)
+        else:
+            refresh_registered(self.spark, LanceTable(self.spark, uri).uri)
+        return result
+
+    def _default_location(self, name: str) -> str:
+        warehouse = self.spark.conf.get("spark.sql.warehouse.dir", "spark-warehouse")
+        if warehouse.startswith("file:"):
+            warehouse = warehouse[len("file:"):]
+            while warehouse.startswith("//"):
+                warehouse = warehouse[1:]
+        return os.path.join(warehouse, f"{name}.lance")
+
+    def _create_view(self, stmt, node: exp.Create):
+        body = node.args.get("expression")
+        if body is None:
+            return None
+        sources = query.collect_sources(body, self.resolver)
+        if not any(s.is_lance for s in sources):
+            return None
+        props = node.args.get("properties")
+        temporary = any(isinstance(p, exp.TemporaryProperty) for p in (props.expressions if props is not None else []))
+        if not temporary:
+            raise UnsupportedFeatureError("a view over Lance tables must be TEMPORARY (CREATE TEMP VIEW ...)")
+        name = node.this.name
+        replace = bool(node.args.get("replace"))
+        only = sources[0] if len(sources) == 1 else None
+        simple = (
+            only is not None and only.ref is not None and not only.ref.time_travel and isinstance(body, exp.Select)
+            and len(body.expressions) == 1 and isinstance(body.expressions[0], exp.Star)
+            and not any(body.args.get(k) for k in ("where", "joins", "group", "having", "order", "limit", "distinct"))
+        )
+        if not replace and self.spark.catalog.tableExists(name):
+            if node.args.get("exists"):
+                return R.frame(self.spark, R.EMPTY, [])
+            self.spark.sql(stmt.text)  # Spark's own "already exists" error
+        if simple:
+            register_name(self.spark, name, only.ref.uri, only.ref.storage_options)
+        else:
+            unregister_name(self.spark, name)
+            self._frame_of(body).createOrReplaceTempView(name)
+        return R.frame(self.spark, R.EMPTY, [])
+
+    def _drop(self, stmt, node: exp.Drop):
+        kind = (node.args.get("kind") or "").upper()
+        if kind not in ("TABLE", "VIEW"):
+            return None
+        tables = node.args.get("tables") or [node.this]
+        if len(tables) != 1 or not isinstance(tables[0], exp.Table) or tables[0].args.get("db") is not None:
+            return None
+        name = tables[0].name
+        if name.lower() in self.resolver.bindings or not registered_uri(self.spark, name):
+            return None
+        unregister_name(self.spark, name)
+        self.spark.catalog.dropTempView(name)  # the data stays (as Delta's external tables)
+        return R.frame(self.spark, R.EMPTY, [])
+
+    # ----------------------------------------------------- our statements
+    def _writable(self, ref: LanceRef):
+        if ref.time_travel:
+            raise ReadOnlyVersionError(
+                f"{ref.name} is a time-travel reference (read-only); name the table without a version"
+            )
+        return self.resolver.handle(ref)
+
+    def _optimize(self, ref, args):
+        t = self._writable(ref)
+        kwargs = {}
+        for k, v in args["options"].items():
+            name = OPTIMIZE_OPTIONS.get(k.lower())
+            if name is None:
+                raise InvalidArgumentError(f"unknown OPTIMIZE option {k!r}; known: {sorted(OPTIMIZE_OPTIONS.values())}")
+            kwargs[name] = v
+        info = t.optimize().executeCompaction(commitProperties=self.commit_properties, **kwargs)
+        self._write_done(t)
+        m = info.metrics
+        metrics = (
+            int(m.get("filesAdded", 0)), int(m.get("filesRemoved", 0)), int(m.get("fragmentsAdded", 0)),
+            int(m.get("fragmentsRemoved", 0)), int(m.get("rowsRewritten", 0)), int(m.get("indicesNarrowed", 0)),
+            info.version,
+        )
+        return R.frame(self.spark, R.OPTIMIZED, [(t.uri, metrics)])
+
+    def _vacuum(self, ref, args):
+        t = self._writable(ref)
+        hours = args["retain_hours"]
+        removed = t.vacuum(retentionHours=168 if hours is None else hours, dryRun=args["dry_run"])
+        if args["dry_run"]:
+            root = t.uri.rstrip("/")
+            return R.frame(self.spark, R.VACUUMED, [(f"{root}/{p}",) for p in removed])
+        log.info("VACUUM %s removed %d file(s)", t.uri, len(removed))
+        return R.frame(self.spark, R.VACUUMED, [(t.uri,)])
+
+    def _restore(self, ref, args):
+        t = self._writable(ref)
+        to = args["to"]
+        if to.this == "TIMESTAMP":
+            version = self.resolver.version_at(ref, to.expression)
+        else:
+            value = to.expression
+            if not isinstance(value, exp.Literal):
+                raise InvalidArgumentError(f"RESTORE ... VERSION AS OF needs a number or a tag, got {sql_of(value)}")
+            version = value.this if value.is_string else int(value.this)
+        before = _data_files(t.snapshot)
+        info = t.restoreToVersion(version, commitProperties=self.commit_properties)
+        after = _data_files(t.snapshot)
+        removed = {p: s for p, s in before.items() if p not in after}
+        restored = {p: s for p, s in after.items() if p not in before}
+        self._write_done(t)
+        log.info("RESTORE %s to version %s committed version %s", t.uri, version, info.version)
+        row = (sum(after.values()), len(after), len(removed), len(restored), sum(removed.values()), sum(restored.values()))
+        return R.frame(self.spark, R.RESTORED, [row])
+
+    def _history(self, ref, args):
+        return self._read(ref).history(args.get("limit"))
+
+    def _detail(self, ref, args):
+        t = self._read(ref)
+        d = t.detail()
+        history = t.table.history()
+        first = history[-1] if history else {}
+        row = (
+            "lance", None, ref.name, None, d["location"], first.get("timestamp"), d["timestamp"], [], [],
+            sum(len(f.files) for f in t.snapshot.fragments), int(d["sizeInBytes"]), dict(d["config"]),
+            int(d["readerFeatureFlags"]), int(d["writerFeatureFlags"]), _features(d), int(d["version"]),
+            int(d["numFragments"]), int(d["numRows"]), int(d["numDeletedRows"]), d["dataFormatVersion"],
+            bool(d["stableRowIds"]), int(d["nextRowId"]), d["maxFragmentId"], int(d["numIndices"]), d["writerVersion"],
+        )
+        return R.frame(self.spark, R.DETAIL, [row])
+
+    def _fragments(self, ref, args):
+        return self._read(ref).fragments()
+
+    def _describe(self, ref, args):
+        t = self._read(ref)
+        rows = [(f.name, f.dataType.simpleString(), (f.metadata or {}).get("comment")) for f in t.schema.fields]
+        if args.get("extended"):
+            props = ", ".join(f"{k}={v}" for k, v in sorted(t.properties().items()))
+            rows += [
+                ("", "", ""), ("# Detailed Table Information", "", ""), ("Name", ref.name, ""),
+                ("Location", t.uri, ""), ("Provider", "lance", ""), ("Version", str(t.version), ""),
+                ("Table Properties", f"[{props}]", ""),
+            ]
+        return R.frame(self.spark, R.DESCRIBED, rows)
+
+    def _show_tblproperties(self, ref, args):
+        props = self._read(ref).properties()
+        key = args.get("key")
+        if key is not None:
+            value = props.get(key, f"Table {ref.name} does not have property: {key}")
+            return R.frame(self.spark, R.PROPERTIES, [(key, value)])
+        return R.frame(self.spark, R.PROPERTIES, sorted(props.items()))
+
+    def _show_tags(self, ref, args):
+        tags = self._read(ref).listTags(details=True)
+        rows = [
+            (name, int(d.get("version")), _str(d.get("createdAt")), _str(d.get("updatedAt")))
+            for name, d in sorted(tags.items())
+        ]
+        return R.frame(self.spark, R.TAGS, rows)
+
+    def _create_tag(self, ref, args):
+        t = self._read(ref)  # tags commit no version: a time-travel reference tags its version
+        t.createTag(args["name"], args["version"])
+        return R.frame(self.spark, R.EMPTY, [])
+
+    def _drop_tag(self, ref, args):
+        t = self._read(ref)
+        try:
+            t.deleteTag(args["name"])
+        except TableNotFoundError:
+            if not args["if_exists"]:
+                raise
+        return R.frame(self.spark, R.EMPTY, [])
+
+    def _refresh(self, ref, args):
+        if registered_uri(self.spark, ref.name):
+            register_name(self.spark, ref.name, ref.uri, ref.storage_options)
+        return R.frame(self.spark, R.EMPTY, [])
+
+    def _add_columns(self, ref, args):
+        t = self._writable(ref)
+        values = {}
+        for c in args["columns"]:
+            if "expr" in c:
+                values[c["name"]] = c["expr"]
+            else:
+                dtype = self._spark_type(c["type"])
+                md = {"comment": c["comment"]} if c.get("comment") is not None else {}
+                values[c["name"]] = F.lit(None).cast(dtype).alias(c["name"], metadata=md)
+        t.addColumns(values, commitProperties=self.commit_properties)
+        self._write_done(t)
+        return R.frame(self.spark, R.EMPTY, [])
+
+    def _spark_type(self, type_sql: str) -> T.DataType:
+        return self.spark.createDataFrame([], f"`__c` {type_sql}").schema.fields[0].dataType
+
+    def _add_columns_from(self, ref, args):
+        t = self._writable(ref)
+        key = args["key"]
+        source = args["source"]
+        if isinstance(source, exp.Subquery):
+            inner = source.this.subquery("__src") if not source.alias else source
+        else:
+            inner = source
+        select = exp.select(*[exp.column(c) for c in [key, *args["columns"]]]).from_(inner)
+        df = query.run(self.spark, self.resolver, select, sql_of(select))
+        t.addColumns(df, on=key, commitProperties=self.commit_properties)
+        self._write_done(t)
+        return R.frame(self.spark, R.EMPTY, [])
+
+    def _drop_columns(self, ref, args):
+        t = self._writable(ref)
+        cols = args["columns"]
+        if args["if_exists"]:
+            names = {f.name.lower() for f in t.schema.fields}
+            cols = [c for c in cols if c.split(".")[0].lower() in names]
+            if not cols:
+                return R.frame(self.spark, R.EMPTY, [])
+        t.dropColumns(cols, commitProperties=self.commit_properties)
+        self._write_done(t)
+        return R.frame(self.spark, R.EMPTY, [])
+
+    def _rename_column(self, ref, args):
+        t = self._writable(ref)
+        t.renameColumn(args["old"], args["new"], commitProperties=self.commit_properties)
+        self._write_done(t)
+        return R.frame(self.spark, R.EMPTY, [])
+
+    def _set_tblproperties(self, ref, args):
+        t = self._writable(ref)
+        t.setProperties(args["properties"], commitProperties=self.commit_properties)
+        self._write_done(t)
+        return R.frame(self.spark, R.EMPTY, [])
+
+    def _unset_tblproperties(self, ref, args):
+        t = self._writable(ref)
+        t.unsetProperties(args["keys"], commitProperties=self.commit_properties, ifExists=args["if_exists"])
+        self._write_done(t)
+        return R.frame(self.spark, R.EMPTY, [])
+
+
+def _data_files(snapshot) -> dict[str, int]:
+    return {df.path: int(df.file_size_bytes) for f in snapshot.fragments for df in f.files}
+
+
+def _features(d: dict) -> list[str]:
+    out = []
+    if d.get("stableRowIds"):
+        out.append("stableRowIds")
+    if d.get("numIndices"):
+        out.append("indices")
+    return out
+
+
+def _str(v) -> str | None:
+    return None if v is None else str(v)
+
+
+__all__ = ["Executor"]
