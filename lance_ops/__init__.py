@@ -19,7 +19,9 @@ import sys
 from . import errors
 from .errors import (
     CommitConflictError,
+    ConstraintViolationError,
     CorruptTableError,
+    DataQualityError,
     DuplicateMatchError,
     InvalidArgumentError,
     LanceOpsError,
@@ -90,5 +92,5 @@ __all__ = [
     "LanceTable", "Table", "CommitInfo", "register", "log_to_stderr", "local_session", "errors", "__version__",
     "LanceOpsError", "TableNotFoundError", "TableExistsError", "SchemaMismatchError",
     "UnsupportedFeatureError", "CorruptTableError", "CommitConflictError", "ReadOnlyVersionError",
-    "DuplicateMatchError", "InvalidArgumentError",
+    "DuplicateMatchError", "InvalidArgumentError", "ConstraintViolationError", "DataQualityError",
 ]

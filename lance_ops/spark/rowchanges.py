@@ -41,6 +41,7 @@ from ..format.scan import ROW_ADDR, ROW_CREATED, ROW_ID, FragmentScan, scan_frag
 from ..format.schema import Schema
 from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT, FragmentSink
 from ..storage.objectstore import ObjectStore
+from .constraints import enforce
 from .errors import executor_task
 from .types import spark_arrow_schema, to_spark_batch
 
@@ -77,6 +78,10 @@ class ChangeContext:
     max_rows_per_fragment: int = DEFAULT_MAX_ROWS_PER_FRAGMENT
     #: Merge with only unconditional delete clauses may match a row twice.
     allow_duplicate_matches: bool = False
+    #: Table CHECK constraints: their check columns ride along with the
+    #: requests and are enforced on rows to write (updates, inserts) before
+    #: anything of the fragment is written.
+    checks: list = field(default_factory=list)
 
     @property
     def unassigned(self) -> list[str]:
@@ -132,6 +137,8 @@ def change_fragment(ctx: ChangeContext, schemas: _Schemas, frag_id: int, table: 
         offsets = uniq
     is_update = table.column(ACTION).to_numpy(zero_copy_only=False) == UPDATE
     n_update = int(is_update.sum())
+    if ctx.checks and n_update:
+        enforce(table, ctx.checks, pa.array(is_update), row_columns=[ROW_ADDR, *ctx.assigned])
 
     # 1. deletion vector: old | requested rows.
     old = read_deletion_vector(ctx.store, frag)
@@ -166,6 +173,8 @@ def fragment_changes(ctx: ChangeContext):
     def run(key, table):  # no annotations: pyspark infers the UDF kind from them
         frag_id = int(key[0].as_py())
         if frag_id < 0:  # merge inserts (spread over negative keys)
+            if ctx.checks:
+                enforce(table, ctx.checks, row_columns=[f.name for f in ctx.table_spark.fields])
             return _inserts(table, schemas.out)
         return change_fragment(ctx, schemas, frag_id, table)
 
