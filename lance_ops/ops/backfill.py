@@ -200,6 +200,8 @@ class Backfill:
             for k, v in info.metrics.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     totals[k] = totals.get(k, 0) + v
+                else:
+                    totals[k] = v
             log.info("backfill %s: batch %d/%d committed version %d (%s, %d fragment(s))", self.params["columns"],
                      n, len(batches), info.version, info.operation, len(ids))
         mark = data_version(start)

@@ -56,6 +56,7 @@ from ..spark.frames import (
     scan_frame,
     total_cores,
 )
+from ..spark.journal import journaled
 from ..spark.rowchanges import RESULT_SCHEMA
 from ..spark.types import spark_arrow_schema, spark_schema
 from ..txn.log import Snapshot
@@ -258,10 +259,13 @@ class _JoinedColumns:
 
 def _column_files(spark, rows: DataFrame, ctx: ColumnFileContext) -> dict:
     """Column files from (``_rowaddr``, values...) rows: in the scan's own tasks
-    when the plan keeps scan partitions (one stage), else regrouped by fragment."""
-    if keeps_scan_partitions(rows):
-        return _collect(rows.mapInArrow(aligned_column_files(ctx), RESULT_SCHEMA))
-    return _grouped_column_files(spark, rows, ctx)
+    when the plan keeps scan partitions (one stage), else regrouped by fragment.
+    Jobs that enforce constraints journal their files (removed on failure)."""
+    with journaled(ctx.store, bool(ctx.checks)) as token:
+        ctx.journal = token
+        if keeps_scan_partitions(rows):
+            return _collect(rows.mapInArrow(aligned_column_files(ctx), RESULT_SCHEMA))
+        return _grouped_column_files(spark, rows, ctx)
 
 
 def _grouped_column_files(spark, rows: DataFrame, ctx: ColumnFileContext) -> dict:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
 from ..spark.constraints import specs_for, with_checks
 from ..spark.errors import executor_errors
+from ..spark.journal import journaled
 from ..spark.types import spark_schema
 from ..spark.write import FRAGMENT_COLUMN, FRAGMENTS_SCHEMA, map_in_arrow_writer, plan_write, staged_write
 from ..txn.log import Snapshot
@@ -41,7 +42,8 @@ def write_dataframe(store, df, mode: str, *, stable_row_ids: bool = True, max_ro
             rows = with_checks(df, plan.checks, types)
         if planned is not None:
             planned.append(plan)
-        with executor_errors():
+        with journaled(store, bool(plan.checks)) as token, executor_errors():
+            plan.journal = token
             out = rows.mapInArrow(map_in_arrow_writer(plan), FRAGMENTS_SCHEMA).collect()
         staged = staged_write(plan, [bytes(r[FRAGMENT_COLUMN]) for r in out])
         if plan.missing:

@@ -73,6 +73,8 @@ class ColumnFileContext:
     #: (computed by Spark in the same projection) and are enforced on the
     #: rows written before they are (:mod:`.constraints`).
     checks: list = field(default_factory=list)
+    #: Journal token (:mod:`.journal`): finished column files are recorded.
+    journal: str | None = None
 
     @property
     def names(self) -> list[str]:
@@ -175,6 +177,10 @@ class FragmentColumnWriter:
             self.writer.abort()  # nothing in this fragment changed: leave it alone
             return {"fragment_id": self.frag.id, "data_file": None, "changed": b""}
         data_file = self.writer.finish()
+        if self.ctx.journal:
+            from .journal import record
+
+            record(self.ctx.store, self.ctx.journal, [f"data/{data_file.path}"])
         self.changed.run_optimize()  # ranges of offsets stay tiny in the transaction
         return {
             "fragment_id": self.frag.id,

@@ -82,6 +82,8 @@ class ChangeContext:
     #: requests and are enforced on rows to write (updates, inserts) before
     #: anything of the fragment is written.
     checks: list = field(default_factory=list)
+    #: Journal token (:mod:`.journal`): files of finished tasks are recorded.
+    journal: str | None = None
 
     @property
     def unassigned(self) -> list[str]:
@@ -145,6 +147,11 @@ def change_fragment(ctx: ChangeContext, schemas: _Schemas, frag_id: int, table: 
     dv = old.extended(offsets)
     removed = len(dv) >= frag.physical_rows
     deletion = None if removed else write_deletion_vector(ctx.store, frag_id, ctx.read_version, dv)
+    if ctx.journal and deletion is not None:
+        from ..format.deletion import deletion_path_of
+        from .journal import record
+
+        record(ctx.store, ctx.journal, [deletion_path_of(frag_id, deletion)])
     marker = {
         "fragment_id": frag_id,
         "removed": removed,
@@ -326,6 +333,11 @@ class _ChangeWriter:
     def finish(self):
         self._emit(self.moved.finish())
         self._emit(self.fresh.finish())
+        if self.ctx.journal:
+            from .journal import record
+
+            frags = [table_pb2.DataFragment.FromString(p) for k, p in zip(self.kinds, self.payloads) if k == FRAGMENT]
+            record(self.ctx.store, self.ctx.journal, [f"data/{df.path}" for f in frags for df in f.files])
         if self.kinds:
             yield pa.RecordBatch.from_arrays(
                 [pa.array(self.kinds, pa.string()), pa.array(self.payloads, pa.binary())], names=["kind", "payload"]

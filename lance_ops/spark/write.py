@@ -57,6 +57,8 @@ class WritePlan:
     #: Nullable table columns the data leaves out (``allowMissingColumns``):
     #: the new fragments have no data file for them (they read as NULL).
     missing: list[str] = field(default_factory=list)
+    #: Journal token (:mod:`.journal`): finished tasks record their files.
+    journal: str | None = None
 
 
 def plan_write(
@@ -166,7 +168,13 @@ def map_in_arrow_writer(plan: WritePlan):
 
     @executor_task
     def run(batches):
-        out = list(write_task(plan, batches))
+        out = []
+        for b in write_task(plan, batches):
+            if plan.journal:  # recorded as each file is done: a later failure in this task removes it too
+                from .journal import record
+
+                record(plan.store, plan.journal, [f"data/{df.path}" for df in table_pb2.DataFragment.FromString(b).files])
+            out.append(b)
         if out:
             yield pa.RecordBatch.from_arrays([pa.array(out, type=pa.binary())], names=[FRAGMENT_COLUMN])
 
