@@ -252,7 +252,7 @@ class LanceTable:
         return self._run("addColumns", prepare, commitProperties, expectations)
 
     def backfill(self, source, readColumns=None, outputSchema=None, where=None, fragmentsPerCommit: int | None = None,
-                 expectations=None, commitProperties: dict | None = None) -> CommitInfo:
+                 expectations=None, commitProperties: dict | None = None, advanceWatermark: bool = True) -> CommitInfo:
         """Compute existing columns where they are missing: ``{"g": "f0 * 2"}``
         (Spark SQL) or ``fn, readColumns=[...], outputSchema="g double"`` (an
         Arrow batch function). Fragments with no data file for the columns get
@@ -260,14 +260,15 @@ class LanceTable:
         matching rows are recomputed (``Update`` REWRITE_COLUMNS elsewhere).
         ``fragmentsPerCommit`` commits in batches (resumable; a re-run is a
         no-op); the watermark ``lance_ops.feature.<column>.version`` is
-        advanced at the end. Returns the CommitInfo of the last commit with
+        advanced at the end (``advanceWatermark=False``: left to the caller,
+        e.g. a scheduler that validates first). Returns the CommitInfo of the last commit with
         the metrics of all (``numCommits``, ``watermark``); ``version`` None
         when there was nothing to do. See :mod:`lance_ops.ops.backfill`."""
         from .ops.backfill import Backfill
 
         self._writable()
         return Backfill(self, source, readColumns, outputSchema, where, fragmentsPerCommit, expectations,
-                        commitProperties).run()
+                        commitProperties, advanceWatermark).run()
 
     def featureStatus(self, column: str) -> dict:
         """Metadata-only state of a feature column: watermark, data version,

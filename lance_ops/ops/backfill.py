@@ -163,7 +163,8 @@ def _chunks(ids: list[int], size: int | None) -> list[list[int]]:
 
 class Backfill:
     def __init__(self, table, source, read_columns=None, output_schema=None, where=None,
-                 fragments_per_commit: int | None = None, expectations=None, commit_properties=None):
+                 fragments_per_commit: int | None = None, expectations=None, commit_properties=None,
+                 advance_watermark: bool = True):
         if fragments_per_commit is not None and int(fragments_per_commit) <= 0:
             raise InvalidArgumentError("fragmentsPerCommit must be a positive number of fragments")
         self.table = table
@@ -174,6 +175,7 @@ class Backfill:
             analysis_frame(self.spark, snap).where(as_column(where))  # Spark's error for bad SQL
         self.where = where
         self.per_commit = fragments_per_commit
+        self.advance = advance_watermark
         self.expectations = expectations
         self.commit_properties = commit_properties
         self.params = {"columns": ", ".join(self.plan.names), "source": self.plan.describe(),
@@ -205,7 +207,7 @@ class Backfill:
             log.info("backfill %s: batch %d/%d committed version %d (%s, %d fragment(s))", self.params["columns"],
                      n, len(batches), info.version, info.operation, len(ids))
         mark = data_version(start)
-        info = self._advance_watermark(mark)
+        info = self._advance_watermark(mark) if self.advance else None
         totals.update(numCommits=len(committed), watermark=mark)
         last = info or (committed[-1] if committed else None)
         return CommitInfo(
