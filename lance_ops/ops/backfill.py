@@ -58,7 +58,14 @@ from ..results import CommitInfo
 from ..spark.columnfiles import CHANGED, ColumnFileContext, function_column_files, parse_results
 from ..spark.constraints import referenced, specs_for, with_checks
 from ..spark.errors import executor_errors, executor_task
-from ..spark.frames import as_column, describe, referenced_columns, rows_per_partition, scan_frame
+from ..spark.frames import (
+    as_column,
+    describe,
+    referenced_columns,
+    rows_per_partition,
+    scan_frame,
+    total_cores,
+)
 from ..spark.rowchanges import RESULT_SCHEMA
 from ..spark.types import spark_arrow_schema, spark_schema
 from ..txn.log import Snapshot
@@ -299,17 +306,15 @@ class Backfill:
         arrow_in = spark_arrow_schema(spark_schema(snap.schema, data_cols, meta))
         ctx.transform = _checked_udf(plan.fn, plan.arrow_output())
         task = function_column_files(ctx, plan.read_columns, data_cols, meta, arrow_in, snap.stable_row_ids)
-        groups: list[list[bytes]] = []
+        # About rows_per_partition rows per task, but never fewer tasks than
+        # the cluster has slots (x2) while there are fragments to spread:
+        # appended fragments are small and each has a fixed cost.
+        slots = max(1, total_cores(self.spark) * 2)
         target = rows_per_partition(self.spark, sum(f.physical_rows for f in frags))
-        cur, rows = [], 0
-        for f in frags:
-            cur.append(f.SerializeToString())
-            rows += f.physical_rows
-            if rows >= target:
-                groups.append(cur)
-                cur, rows = [], 0
-        if cur:
-            groups.append(cur)
+        n = max(min(len(frags), slots), -(-sum(f.physical_rows for f in frags) // max(1, target)))
+        groups: list[list[bytes]] = [[] for _ in range(min(n, len(frags)))]
+        for i, f in enumerate(frags):
+            groups[i % len(groups)].append(f.SerializeToString())
         return run_fragment_tasks(self.spark, groups, task)
 
     def _through_spark(self, snap: Snapshot, ctx: ColumnFileContext, ids: list[int], specs) -> dict:
