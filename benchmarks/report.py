@@ -158,3 +158,56 @@ def render(sections: list[Section], machine: list[tuple[str, str]], command: str
     for s in sections:
         lines += _section(s)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _blocks(text: str) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """Split a report into its preamble and its ``## `` sections (title, lines)."""
+    head: list[str] = []
+    blocks: list[tuple[str, list[str]]] = []
+    for line in text.rstrip("\n").split("\n"):
+        if line.startswith("## "):
+            blocks.append((line[3:].strip(), [line]))
+        elif blocks:
+            blocks[-1][1].append(line)
+        else:
+            head.append(line)
+    return head, blocks
+
+
+def update(text: str, sections: list[Section], machine: list[tuple[str, str]], command: str) -> str:
+    """An existing report with the sections of ``sections`` replaced (or
+    added at the end) and their summary lines refreshed; every other suite,
+    the machine table and the command stay as they were. Each new section
+    records how it was measured (command, commit, date, load), since that
+    differs from the report's header."""
+    head, blocks = _blocks(text)
+    run = dict(machine)
+    how = (f"measured separately from the rest of this report (`benchmarks/run.py --update`): `{command}`, "
+           f"lance_ops {run.get('lance_ops', '?')}, {run.get('date', '?')}, load average at start "
+           f"{run.get('load average at start (1/5/15 min)', '?')}")
+    fresh = {}
+    for s in sections:
+        lines = _section(s)
+        while lines and lines[-1] == "":
+            lines.pop()
+        gap = [] if lines[-1].startswith("- ") else [""]
+        fresh[s.title] = [*lines, *gap, f"- {how}"]
+    out: list[tuple[str, list[str]]] = []
+    done = set()
+    for title, lines in blocks:
+        if title == "Summary":
+            bullets = {ln[2:].rsplit(": ", 1)[0]: ln for ln in lines if ln.startswith("- ")}
+            for s in sections:
+                bullets[s.title] = f"- {s.title}: {_goals(s)}"
+            lines = ["## Summary", "", *bullets.values()]
+        elif title in fresh:
+            lines = fresh[title]
+            done.add(title)
+        out.append((title, lines))
+    out += [(t, lines) for t, lines in fresh.items() if t not in done]
+    body = list(head)
+    for _, lines in out:
+        while lines and lines[-1] == "":
+            lines = lines[:-1]
+        body += [*lines, ""]
+    return "\n".join(body).rstrip() + "\n"

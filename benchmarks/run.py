@@ -1,12 +1,13 @@
 """Run the benchmark suites on one local Spark session and write a Markdown report.
 
     python benchmarks/run.py --out BENCHMARKS.md [--rows 10000000]
-        [--suites foundation,...] [--repeat 2] [--data-dir ./bench-data]
+        [--suites foundation,...] [--repeat 2] [--data-dir ./bench-data] [--update]
 
 A suite is a module ``benchmarks/bench_<name>.py`` with ``run(ctx) -> Section``
 (see ``benchmarks/README.md``); ``--suites`` defaults to all of them. The report
 is regenerated from scratch (after every suite, so a crash keeps what finished):
-write subsets to another ``--out``. Use a small ``--rows`` (e.g. 200000) for a
+write subsets to another ``--out``, or pass ``--update`` to replace (or add)
+only the suites run in an existing report, keeping the others. Use a small ``--rows`` (e.g. 200000) for a
 smoke test.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from benchmarks.harness import Context, Section, remove  # noqa: E402
-from benchmarks.report import machine_info, render  # noqa: E402
+from benchmarks.report import machine_info, render, update  # noqa: E402
 
 SPARK_CONF = {"spark.driver.memory": "8g"}
 #: Fewer rows than this leave the 40 files/fragments nearly empty.
@@ -45,6 +46,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--suites", default=",".join(suites), help=f"comma-separated subset of: {', '.join(suites)}")
     p.add_argument("--repeat", type=int, default=2, help="timed runs per measurement; the best counts (default 2)")
     p.add_argument("--data-dir", default="./bench-data", help="shared datasets and scratch space (default ./bench-data)")
+    p.add_argument("--update", action="store_true",
+                   help="replace only the suites run in an existing --out report, keep the rest")
     args = p.parse_args(argv)
     args.suites = [s.strip() for s in args.suites.split(",") if s.strip()]
     unknown = sorted(set(args.suites) - set(suites))
@@ -76,14 +79,21 @@ def run_suite(name: str, ctx: Context) -> Section:
         return Section(getattr(module, "TITLE", name), "", error=traceback.format_exc())
 
 
-def write_report(path: str, sections: list[Section], machine, command: str) -> None:
+def write_report(path: str, sections: list[Section], machine, command: str, base: str | None = None) -> None:
+    """(Re)write the report; with ``base`` (the report as it was before this
+    run) only this run's sections are replaced in it."""
+    text = render(sections, machine, command) if base is None else update(base, sections, machine, command)
     with open(path, "w") as f:
-        f.write(render(sections, machine, command))
+        f.write(text)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     command = command_line()
+    base = None
+    if args.update and os.path.exists(args.out):
+        with open(args.out) as f:
+            base = f.read()
     # Start Spark (a fork of this process) before any suite imports pylance,
     # which warns at every fork once loaded.
     from lance_ops.spark.session import local_session
@@ -95,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         machine = machine_info(spark)
         for name in args.suites:
             sections.append(run_suite(name, ctx))
-            write_report(args.out, sections, machine, command)
+            write_report(args.out, sections, machine, command, base)
     finally:
         remove(ctx.scratch_dir)
         spark.stop()
