@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	@command -v java >/dev/null 2>&1 || { echo "Java 17 is required for Spark (apt-get install openjdk-17-jre-headless)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench,dev]'
+	$(PY) -m pip install -q -e '.[test,bench,dev,pipelines]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

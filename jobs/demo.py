@@ -1,6 +1,7 @@
 """End-to-end demo: create a Lance table with Spark, append, read, time travel,
-delete, update, merge, add a column, compact, read the change feed, print the
-history. Usage: python jobs/demo.py [TABLE_DIR]  (default ./demo-data)
+delete, update, merge, add a column, compact, read the change feed, keep a
+feature column filled with a backfill, block a bad append with a CHECK
+constraint, print the history. Usage: python jobs/demo.py [TABLE_DIR]  (default ./demo-data)
 
 Runs on a local Spark (local[2]); the table it writes is a regular Lance table
 that pylance and LanceDB read as well.
@@ -12,6 +13,7 @@ import shutil
 import sys
 
 from lance_ops import LanceTable, local_session, log_to_stderr
+from lance_ops.errors import ConstraintViolationError
 
 
 def main(root: str) -> None:
@@ -68,6 +70,31 @@ def main(root: str) -> None:
     changed = t.changes(startVersion=2, endVersion=5).groupBy("_change_type").count().orderBy("_change_type").collect()
     print("change feed of versions 3..5:", {r["_change_type"]: r["count"] for r in changed})
     print(f"vacuum (dry run, keep nothing older than now): {len(t.vacuum(retentionHours=0, dryRun=True, enforceRetentionDuration=False))} files")
+
+    # A feature column that stays filled: ingestion appends without it (the new
+    # fragments have no file for score_band), backfill computes only those rows.
+    hourly = spark.range(110_010, 115_000).selectExpr(
+        "id", "id % 7 as user_id", "cast(rand(3) * 100 as double) as score", "concat('event-', cast(id as string)) as name"
+    )
+    t.append(hourly, allowMissingColumns=True)
+    status = t.featureStatus("score_band")
+    print(f"appended 4,990 rows without score_band: {status['fragmentsMissing']} fragment(s) lack it, pending={status['pending']}")
+    info = t.backfill({"score_band": "cast(score / 10 as int)"})
+    print(f"backfill score_band: {info.metrics['numBackfilledRows']} rows in {info.metrics['numUpdatedFragments']} "
+          f"fragment(s), watermark lance_ops.feature.score_band.version = {info.metrics['watermark']}; "
+          f"rows still null: {t.toDF().where('score_band IS NULL').count()}")
+
+    # A CHECK constraint stops bad data before it is committed.
+    t.addConstraint("score_non_negative", "score >= 0")
+    bad = spark.createDataFrame([(200_000, 1, -1.0, "bad-event", 0)], t.toDF().schema)
+    before = t.refresh().version
+    try:
+        t.append(bad)
+    except ConstraintViolationError as e:
+        print(f"blocked bad append: {e.constraint} ({e.expression}) violated by {e.row}; "
+              f"version still {t.refresh().version} (was {before})")
+    else:
+        raise SystemExit("the bad append was not blocked")
 
     print("history:")
     t.history().select("version", "timestamp", "operation", "readVersion", "operationMetrics").show(truncate=False)

@@ -21,7 +21,9 @@ from . import errors
 from .errors import (
     CommitConflictError,
     CommitStoreError,
+    ConstraintViolationError,
     CorruptTableError,
+    DataQualityError,
     DuplicateMatchError,
     InvalidArgumentError,
     LanceOpsError,
@@ -105,4 +107,5 @@ __all__ = [
     "UnsupportedFeatureError", "CorruptTableError", "CommitConflictError", "ReadOnlyVersionError",
     "CommitStoreError",
     "DuplicateMatchError", "InvalidArgumentError", "SqlParseError", "sql", "load_ipython_extension",
+    "ConstraintViolationError", "DataQualityError",
 ]

@@ -89,3 +89,29 @@ class SqlParseError(LanceOpsError, ValueError):
     def __init__(self, line: int, column: int, token: str, reason: str = "syntax error"):
         self.line, self.column, self.token, self.reason = int(line), int(column), token, reason
         super().__init__(f"{reason} at line {self.line}, column {self.column}, near {token!r}")
+
+
+class ConstraintViolationError(LanceOpsError):
+    """A written row breaks a table CHECK constraint (``addConstraint``): the
+    expression was false or NULL for it (Delta's rule: it must be true).
+    ``constraint`` names the constraint, ``expression`` is its SQL and ``row``
+    a sample violating row (column -> value, as text). Nothing was committed;
+    the files the write produced were removed."""
+
+    def __init__(self, message: str, constraint: str | None = None, expression: str | None = None,
+                 row: dict | None = None):
+        super().__init__(message)
+        self.constraint = constraint
+        self.expression = expression
+        self.row = row
+
+
+class DataQualityError(LanceOpsError):
+    """A great_expectations suite given as ``expectations=`` failed on the rows
+    a write was about to commit. ``result`` is GX's validation result (an
+    ``ExpectationSuiteValidationResult``; ``result.to_json_dict()`` for the
+    details). Nothing was committed; the files written were removed."""
+
+    def __init__(self, message: str, result=None):
+        super().__init__(message)
+        self.result = result

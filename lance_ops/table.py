@@ -221,22 +221,36 @@ class LanceTable:
     def _writable(self) -> None:
         self.table.writable()
 
-    def _run(self, name: str, prepare, commitProperties: dict | None = None) -> CommitInfo:
+    def _run(self, name: str, prepare, commitProperties: dict | None = None, expectations=None) -> CommitInfo:
         """Commit ``prepare``'s change through the core's pipeline, its Spark
-        jobs labelled with the operation and the version they read."""
-        return self.table.execute(labelled(self._spark, name, self.uri, prepare), commitProperties=commitProperties)
+        jobs labelled with the operation and the version they read;
+        ``expectations`` adds the data-quality gate (:mod:`lance_ops.ops.quality`)."""
+        checks = []
+        if expectations is not None:
+            from .ops.quality import expectations_check
 
-    def append(self, df, commitProperties: dict | None = None) -> CommitInfo:
+            checks.append(expectations_check(self._spark, expectations))
+        return self.table.execute(labelled(self._spark, name, self.uri, prepare), commitProperties=commitProperties,
+                                  checks=checks)
+
+    def append(self, df, allowMissingColumns: bool = False, expectations=None,
+               commitProperties: dict | None = None) -> CommitInfo:
+        """Append ``df``'s rows. ``allowMissingColumns=True`` lets ``df`` leave
+        out nullable columns: the new fragments have no data file for them and
+        read them as NULL until ``backfill`` computes them. ``expectations``:
+        a great_expectations suite the new rows must pass before the commit.
+        The table's CHECK constraints are enforced in the writing tasks."""
         from .ops.write import write_dataframe
 
         self._writable()
-        return self._run("append", write_dataframe(self._store, df, "append"), commitProperties)
+        prepare = write_dataframe(self._store, df, "append", allow_missing=allowMissingColumns)
+        return self._run("append", prepare, commitProperties, expectations)
 
-    def overwrite(self, df, commitProperties: dict | None = None) -> CommitInfo:
+    def overwrite(self, df, expectations=None, commitProperties: dict | None = None) -> CommitInfo:
         from .ops.write import write_dataframe
 
         self._writable()
-        return self._run("overwrite", write_dataframe(self._store, df, "overwrite"), commitProperties)
+        return self._run("overwrite", write_dataframe(self._store, df, "overwrite"), commitProperties, expectations)
 
     def delete(self, condition=None, commitProperties: dict | None = None) -> CommitInfo:
         """Delete rows matching ``condition`` (Spark SQL string or Column; None
@@ -246,13 +260,15 @@ class LanceTable:
         self._writable()
         return self._run("delete", delete(self._spark, self.snapshot, condition), commitProperties)
 
-    def update(self, condition=None, set: dict | None = None, commitProperties: dict | None = None) -> CommitInfo:  # noqa: A002 (Delta's name)
+    def update(self, condition=None, set: dict | None = None, commitProperties: dict | None = None,  # noqa: A002 (Delta's name)
+               expectations=None) -> CommitInfo:
         """Set columns of rows matching ``condition`` (None: all rows) to new
         values (Spark SQL strings or Columns)."""
         from .ops.update import update
 
         self._writable()
-        return self._run("update", update(self._spark, self.snapshot, condition, set or {}), commitProperties)
+        return self._run("update", update(self._spark, self.snapshot, condition, set or {}), commitProperties,
+                         expectations)
 
     def merge(self, source, condition):
         """A Delta-style merge builder: target alias ``t``, source alias ``s``."""
@@ -269,7 +285,7 @@ class LanceTable:
 
     # -------------------------------------------------------- data evolution
     def addColumns(self, source, readColumns=None, outputSchema=None, on=None,
-                   commitProperties: dict | None = None) -> CommitInfo:
+                   commitProperties: dict | None = None, expectations=None) -> CommitInfo:
         """Add columns without rewriting the table: ``{"z": "x * 2"}`` (Spark SQL
         over existing columns), ``fn, readColumns=[...], outputSchema="z long"``
         (an Arrow batch function run on executors), ``df, on="id"`` (columns
@@ -281,31 +297,88 @@ class LanceTable:
 
         self._writable()
         prepare = add_columns(self._spark, self.snapshot, source, read_columns=readColumns, output_schema=outputSchema, on=on)
-        return self._run("addColumns", prepare, commitProperties)
+        return self._run("addColumns", prepare, commitProperties, expectations)
 
-    def rewriteColumns(self, columns: dict, condition=None, commitProperties: dict | None = None) -> CommitInfo:
+    def backfill(self, source, readColumns=None, outputSchema=None, where=None, fragmentsPerCommit: int | None = None,
+                 expectations=None, commitProperties: dict | None = None, advanceWatermark: bool = True) -> CommitInfo:
+        """Compute existing columns where they are missing: ``{"g": "f0 * 2"}``
+        (Spark SQL) or ``fn, readColumns=[...], outputSchema="g double"`` (an
+        Arrow batch function). Fragments with no data file for the columns get
+        one (a ``DataReplacement``, as pylance commits it); with ``where`` only
+        matching rows are recomputed (``Update`` REWRITE_COLUMNS elsewhere).
+        ``fragmentsPerCommit`` commits in batches (resumable; a re-run is a
+        no-op); the watermark ``lance_ops.feature.<column>.version`` is
+        advanced at the end (``advanceWatermark=False``: left to the caller,
+        e.g. a scheduler that validates first). Returns the CommitInfo of the last commit with
+        the metrics of all (``numCommits``, ``watermark``); ``version`` None
+        when there was nothing to do. See :mod:`lance_ops.ops.backfill`."""
+        from .ops.backfill import Backfill
+
+        self._writable()
+        return Backfill(self, source, readColumns, outputSchema, where, fragmentsPerCommit, expectations,
+                        commitProperties, advanceWatermark).run()
+
+    def featureStatus(self, column: str) -> dict:
+        """Metadata-only state of a feature column: watermark, data version,
+        fragments lacking the column, and whether a backfill has work
+        (``pending``) -- what the Airflow sensor pokes."""
+        from .txn.watermarks import feature_status
+
+        return feature_status(self.snapshot, column)
+
+    # ---------------------------------------------------------- constraints
+    def addConstraint(self, name: str, expression: str, commitProperties: dict | None = None) -> CommitInfo:
+        """Add a Delta-style CHECK constraint (Spark SQL, must be true for every
+        row: false or NULL violates it). Existing rows are validated first
+        (ConstraintViolationError if some break it); from then on every
+        lance_ops write enforces it inside its write tasks."""
+        from .ops.constraints import add_constraint
+
+        self._writable()
+        return self._run("addConstraint", add_constraint(self._spark, self.snapshot, name, expression), commitProperties)
+
+    def dropConstraint(self, name: str, ifExists: bool = False, commitProperties: dict | None = None) -> CommitInfo | None:
+        from .ops.constraints import drop_constraint
+
+        self._writable()
+        prepare = drop_constraint(self.snapshot, name, ifExists)
+        if prepare is None:
+            return None
+        return self.table.execute(prepare, commitProperties=commitProperties)
+
+    def constraints(self) -> dict[str, str]:
+        """CHECK constraints of this version: name -> SQL."""
+        return self.table.constraints()
+
+    def rewriteColumns(self, columns: dict, condition=None, commitProperties: dict | None = None,
+                       expectations=None) -> CommitInfo:
         """Recompute existing columns (for rows matching ``condition``; others keep
         their values) by writing new data files holding just those columns; the
         old field ids are tombstoned (-2) in the old files."""
         from .ops.evolve import rewrite_columns
 
         self._writable()
-        return self._run("rewriteColumns", rewrite_columns(self._spark, self.snapshot, columns, condition), commitProperties)
+        return self._run("rewriteColumns", rewrite_columns(self._spark, self.snapshot, columns, condition), commitProperties,
+                         expectations)
 
     def dropColumns(self, columns, commitProperties: dict | None = None) -> CommitInfo:
         """Drop columns (dotted paths for struct fields): metadata only."""
         from .ops.columns import drop_columns_schema, project
+        from .ops.constraints import refuse_constrained
 
         self._writable()
         cols = [columns] if isinstance(columns, str) else list(columns)
+        refuse_constrained(self._spark, self.snapshot, cols, "drop")
         prepare = project(self.snapshot, lambda snap: drop_columns_schema(snap, cols), {"columns": ", ".join(cols)})
         return self._run("dropColumns", prepare, commitProperties)
 
     def renameColumn(self, old: str, new: str, commitProperties: dict | None = None) -> CommitInfo:
         """Rename a column (dotted path for a struct field): metadata only."""
         from .ops.columns import project, rename_column_schema
+        from .ops.constraints import refuse_constrained
 
         self._writable()
+        refuse_constrained(self._spark, self.snapshot, [old], "rename")
         prepare = project(self.snapshot, lambda snap: rename_column_schema(snap, old, new), {"from": old, "to": new})
         return self._run("renameColumn", prepare, commitProperties)
 

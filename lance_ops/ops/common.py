@@ -28,3 +28,13 @@ def labelled(spark, name: str, uri: str, prepare: Callable[[Snapshot], StagedCom
             return prepare(snap)
 
     return run
+
+
+def guarded(staged: StagedCommit | None, snap: Snapshot | None) -> StagedCommit | None:
+    """``staged`` with a pre-commit check that the table's CHECK constraints
+    are still the ones its tasks enforced (read from ``snap``)."""
+    from ..txn.constraints import constraints_of, unchanged_constraints
+
+    if staged is not None and snap is not None:
+        staged.checks.append(unchanged_constraints(constraints_of(snap.manifest.config)))
+    return staged

@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from ..format.scan import METADATA_COLUMNS, ROW_ADDR
 from ..spark.errors import executor_errors
 from ..spark.frames import empty_frame, keeps_scan_partitions, table_spark_schema, total_cores
+from ..spark.journal import journaled
 from ..spark.rowchanges import (
     FRAGMENT_KEY,
     RESULT_SCHEMA,
@@ -51,7 +52,8 @@ def run_aligned_changes(spark, requests: DataFrame, ctx: ChangeContext) -> Chang
     Returns metadata only."""
     if not keeps_scan_partitions(requests):
         return run_grouped_changes(spark, requests, ctx, None)
-    with executor_errors():
+    with journaled(ctx.store, bool(ctx.checks)) as token, executor_errors():
+        ctx.journal = token
         rows = requests.mapInArrow(aligned_changes(ctx), RESULT_SCHEMA).collect()
     return ChangeSet.from_rows([(r[0], bytes(r[1])) for r in rows])
 
@@ -63,8 +65,9 @@ def run_grouped_changes(spark, requests: DataFrame, ctx: ChangeContext, key) -> 
     the small shuffle into one task -- then change and write."""
     tasks = max(1, total_cores(spark) * 2)
     key = F.shiftright(F.col(ROW_ADDR), 32) if key is None else key
-    keyed = requests.withColumn(FRAGMENT_KEY, key).repartition(tasks, FRAGMENT_KEY)
-    grouped = keyed.groupBy(FRAGMENT_KEY).applyInArrow(fragment_changes(ctx), changed_rows_schema(ctx.table_spark))
-    with executor_errors():
+    with journaled(ctx.store, bool(ctx.checks)) as token, executor_errors():
+        ctx.journal = token  # (set before the UDFs are built: they pickle ctx)
+        keyed = requests.withColumn(FRAGMENT_KEY, key).repartition(tasks, FRAGMENT_KEY)
+        grouped = keyed.groupBy(FRAGMENT_KEY).applyInArrow(fragment_changes(ctx), changed_rows_schema(ctx.table_spark))
         rows = grouped.mapInArrow(write_changes(ctx), RESULT_SCHEMA).collect()
     return ChangeSet.from_rows([(r[0], bytes(r[1])) for r in rows])

@@ -43,6 +43,7 @@ from ..spark.columnfiles import (
     grouped_column_files,
     parse_results,
 )
+from ..spark.constraints import referenced, specs_for, with_checks
 from ..spark.errors import executor_errors
 from ..spark.frames import (
     as_column,
@@ -55,12 +56,14 @@ from ..spark.frames import (
     scan_frame,
     total_cores,
 )
+from ..spark.journal import journaled
 from ..spark.rowchanges import RESULT_SCHEMA
 from ..spark.types import spark_arrow_schema, spark_schema
 from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_COLUMNS, Merge, Update
 from ..txn.pipeline import StagedCommit
 from .columns import schema_with_new_fields
+from .common import guarded
 from .dml import analysis_frame
 from .update import assignment_columns, check_assignments
 
@@ -282,10 +285,13 @@ class _JoinedColumns:
 
 def _column_files(spark, rows: DataFrame, ctx: ColumnFileContext) -> dict:
     """Column files from (``_rowaddr``, values...) rows: in the scan's own tasks
-    when the plan keeps scan partitions (one stage), else regrouped by fragment."""
-    if keeps_scan_partitions(rows):
-        return _collect(rows.mapInArrow(aligned_column_files(ctx), RESULT_SCHEMA))
-    return _grouped_column_files(spark, rows, ctx)
+    when the plan keeps scan partitions (one stage), else regrouped by fragment.
+    Jobs that enforce constraints journal their files (removed on failure)."""
+    with journaled(ctx.store, bool(ctx.checks)) as token:
+        ctx.journal = token
+        if keeps_scan_partitions(rows):
+            return _collect(rows.mapInArrow(aligned_column_files(ctx), RESULT_SCHEMA))
+        return _grouped_column_files(spark, rows, ctx)
 
 
 def _grouped_column_files(spark, rows: DataFrame, ctx: ColumnFileContext) -> dict:
@@ -313,21 +319,26 @@ def rewrite_columns(spark, snapshot: Snapshot, exprs: dict, condition):
 
     def prepare(snap: Snapshot) -> StagedCommit:
         fields = [snap.schema.field(c) for c in exprs]
+        specs = specs_for(snap)
         ctx = ColumnFileContext(
             store=snap.store, schema=snap.schema, fields=fields, file_version=snap.data_format_version,
             fragments={f.id: f.SerializeToString() for f in snap.fragments},
-            fill="old", has_changed_flag=condition is not None,
+            fill="old", has_changed_flag=condition is not None, checks=specs,
         )
         used = list(exprs.values()) + ([condition] if condition is not None else [])
         refs = referenced_columns(analysis_frame(spark, snap), used)
-        data_cols = [c for c in snap.schema.names if c in refs or c in exprs]
+        checked = referenced(spark, snap, specs)
+        data_cols = [c for c in snap.schema.names if c in refs or c in exprs or c in checked]
         meta = [ROW_ADDR] + [c for c in refs if c in METADATA_COLUMNS and c != ROW_ADDR]
         scan = scan_frame(spark, snap, data_cols, meta, split_fragments=False)
         values = assignment_columns(snap, exprs)
         if condition is not None:
             values = [F.when(as_column(condition), v).otherwise(F.col(f"`{c}`")).alias(c) for c, v in zip(exprs, values)]
-        extra = [F.coalesce(as_column(condition), F.lit(False)).alias(CHANGED)] if condition is not None else []
-        results = _column_files(spark, scan.select(ROW_ADDR, *values, *extra), ctx)
+            scan = scan.withColumn(CHANGED, F.coalesce(as_column(condition), F.lit(False)))
+        rows = with_checks(scan.withColumns(dict(zip(exprs, values))), specs)
+        extra = [CHANGED] if condition is not None else []
+        out = rows.select(ROW_ADDR, *[F.col(f"`{c}`") for c in exprs], *extra, *[s.column for s in specs])
+        results = _column_files(spark, out, ctx)
         op = _rewrite_op(snap, fields, results)
         files = [df for df, _ in results.values() if df is not None]
         metrics = {
@@ -336,7 +347,7 @@ def rewrite_columns(spark, snapshot: Snapshot, exprs: dict, condition):
             "numAddedFiles": len(files),
             "bytesWritten": sum(df.file_size_bytes for df in files),
         }
-        return StagedCommit(op, metrics, params)
+        return guarded(StagedCommit(op, metrics, params), snap)
 
     return prepare
 

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 
 from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..format.scan import ROW_ADDR
+from ..spark.constraints import referenced, specs_for, with_checks
 from ..spark.frames import (
     as_column,
     describe,
@@ -39,6 +40,7 @@ from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_ROWS, Merge, Update
 from ..txn.pipeline import StagedCommit
 from .columns import schema_with_new_fields
+from .common import guarded
 from .dml import change_context, run_grouped_changes
 
 MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE = "matched", "notMatched", "notMatchedBySource"
@@ -108,13 +110,14 @@ class MergeBuilder:
         self._schema_evolution = True
         return self
 
-    def execute(self, commitProperties: dict | None = None):
-        """Run the merge; returns a CommitInfo."""
+    def execute(self, commitProperties: dict | None = None, expectations=None):
+        """Run the merge; returns a CommitInfo. ``expectations``: a
+        great_expectations suite the written rows must pass before the commit."""
         t = self._table
         t._writable()
         t.snapshot.new_data_file_version("merge")
         prepare = merge(t._spark, t.snapshot, self._source, self._condition, list(self._clauses), self._schema_evolution)
-        return t._run("merge", prepare, commitProperties)
+        return t._run("merge", prepare, commitProperties, expectations)
 
 
 # ---------------------------------------------------------------------------
@@ -195,12 +198,14 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
 
     def prepare(disk: Snapshot) -> StagedCommit:
         snap, add_columns = _evolved(disk, new_fields)
-        plan = MergePlan(spark, snap, source, condition, clauses, disk=disk)
+        specs = specs_for(disk)
+        plan = MergePlan(spark, snap, source, condition, clauses, disk=disk, checks=specs)
         try:
             requests, key, source_rows = plan.requests(broadcast_limit=limit)
             matched = [c for c in clauses if c.kind == MATCHED]
             only_unconditional_delete = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
-            ctx = change_context(spark, snap, assigned=plan.assigned_any, allow_duplicate_matches=only_unconditional_delete)
+            ctx = change_context(spark, snap, assigned=plan.assigned_any, allow_duplicate_matches=only_unconditional_delete,
+                                 checks=specs)
             changes = run_grouped_changes(spark, requests, ctx, key)
         finally:
             plan.release()
@@ -226,12 +231,12 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
             + sum(df.file_size_bytes for f in op.new_fragments for df in f.files),
         }
         if add_columns is None:
-            return StagedCommit(op, metrics, params)
+            return guarded(StagedCommit(op, metrics, params), disk)
         metrics["numAddedColumns"] = len(new_fields)
-        return StagedCommit(
+        return guarded(StagedCommit(
             op, metrics, params, before=[add_columns],
             finish=lambda results: metrics.update(schemaEvolvedInVersion=results[0].version),
-        )
+        ), disk)
 
     return prepare
 
@@ -257,8 +262,12 @@ class MergePlan:
     """
 
     def __init__(self, spark, snap: Snapshot, source: DataFrame, condition, clauses: list[Clause],
-                 disk: Snapshot | None = None):
+                 disk: Snapshot | None = None, checks: list | None = None):
         self.spark, self.snap, self.source = spark, snap, source
+        #: Table CHECK constraints, evaluated over the rows as written.
+        self.checks = checks or []
+        #: Columns they reference (their old values fill in for updates).
+        self.checked = referenced(spark, snap, self.checks)
         #: The committed version ``snap`` evolves (columns it lacks read as null).
         self.disk = disk or snap
         self.condition, self.clauses = condition, clauses
@@ -305,7 +314,7 @@ class MergePlan:
                 referenced = set(self.table_cols)
                 break
             referenced |= {t_attrs[i] for i in attrs if i in t_attrs}
-        return [c for c in self.table_cols if c in referenced or c in self.need_old]
+        return [c for c in self.table_cols if c in referenced or c in self.need_old or c in self.checked]
 
     # -------------------------------------------------------------- requests
     def requests(self, broadcast_limit: int):
@@ -430,15 +439,19 @@ class MergePlan:
                     continue
                 if col in self.assignments[i]:
                     value = self._value(i, col)
-                elif c.action == "update" and col in self.assigned_any:
-                    value = F.col(f"t.`{col}`").cast(self.types[col])  # keeps its old value in this clause
+                elif c.action == "update" and (col in self.assigned_any or col in self.checked):
+                    # keeps its old value in this clause (columns no clause
+                    # assigns are read back from the fragment by the task; the
+                    # old value here feeds the constraint checks)
+                    value = F.col(f"t.`{col}`").cast(self.types[col])
                 else:
                     continue
                 hit = F.col(CLAUSE) == i
                 expr = F.when(hit, value) if expr is None else expr.when(hit, value)
             columns.append((expr if expr is not None else F.lit(None).cast(self.types[col])).alias(col))
         extra = [F.col(MATCHED_FLAG), F.col(f"s.{SOURCE_ID}").alias(SOURCE_ID)] if keep_matched else []
-        return joined.select(rowaddr.alias(ROW_ADDR), action.alias(ACTION), *columns, *extra)
+        out = joined.select(rowaddr.alias(ROW_ADDR), action.alias(ACTION), *columns, *extra)
+        return with_checks(out, self.checks)
 
     def release(self) -> None:
         for df in self._cached:

@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 
 from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..format.scan import METADATA_COLUMNS, ROW_ADDR
+from ..spark.constraints import referenced, specs_for, with_checks
 from ..spark.frames import (
     as_column,
     check_condition,
@@ -24,6 +25,7 @@ from ..spark.rowchanges import ACTION, UPDATE
 from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_ROWS, Update
 from ..txn.pipeline import StagedCommit
+from .common import guarded
 from .dml import analysis_frame, change_context, run_aligned_changes
 
 
@@ -59,14 +61,20 @@ def update(spark, snapshot: Snapshot, condition, assignments: dict):
 
     def prepare(snap: Snapshot) -> StagedCommit:
         store = snap.store
+        specs = specs_for(snap)
         refs = referenced_columns(analysis_frame(spark, snap), exprs)
-        data_cols = [c for c in refs if c in snap.schema.names]
+        checked = referenced(spark, snap, specs)
+        data_cols = [c for c in snap.schema.names if c in refs or c in checked]
         meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
         frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False)
         if condition is not None:
             frame = frame.where(as_column(condition))
-        requests = frame.select(ROW_ADDR, F.lit(UPDATE).alias(ACTION), *assignment_columns(snap, assignments))
-        ctx = change_context(spark, snap, assigned=list(assignments))
+        values = assignment_columns(snap, assignments)
+        if specs:  # the checks see the rows as they will be written
+            frame = with_checks(frame.withColumns(dict(zip(assignments, values))), specs)
+            values = [F.col(f"`{c}`") for c in assignments] + [F.col(s.column) for s in specs]
+        requests = frame.select(ROW_ADDR, F.lit(UPDATE).alias(ACTION), *values)
+        ctx = change_context(spark, snap, assigned=list(assignments), checks=specs)
         changes = run_aligned_changes(spark, requests, ctx)
         modified = [snap.schema.field(c).id for c in assignments]
         op = Update(
@@ -88,6 +96,6 @@ def update(spark, snapshot: Snapshot, condition, assignments: dict):
             "bytesWritten": changes.deletion_bytes(store)
             + sum(df.file_size_bytes for f in op.new_fragments for df in f.files),
         }
-        return StagedCommit(op, metrics, params)
+        return guarded(StagedCommit(op, metrics, params), snap)
 
     return prepare

@@ -5,18 +5,28 @@ into data files of at most ``maxRowsPerFragment`` rows and returns the
 fragments' metadata (a few hundred bytes each); the driver collects only that
 metadata and stages one Append or Overwrite transaction for the commit
 pipeline.
+
+The table's CHECK constraints (of the version written on) are evaluated by
+Spark as extra boolean columns of the same projection and enforced by the
+writing task before a batch is written (:mod:`lance_ops.spark.constraints`).
+``allowMissingColumns`` appends leave out nullable columns: the new
+fragments have no data file for them and read them as NULL.
 """
 from __future__ import annotations
 
 from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
+from ..spark.constraints import specs_for, with_checks
 from ..spark.errors import executor_errors
+from ..spark.journal import journaled
+from ..spark.types import spark_schema
 from ..spark.write import FRAGMENT_COLUMN, FRAGMENTS_SCHEMA, map_in_arrow_writer, plan_write, staged_write
 from ..txn.log import Snapshot
 from ..txn.pipeline import StagedCommit
+from .common import guarded
 
 
 def write_dataframe(store, df, mode: str, *, stable_row_ids: bool = True, max_rows_per_fragment: int = DEFAULT_MAX_ROWS_PER_FRAGMENT,
-                    planned: list | None = None, properties: dict | None = None):
+                    planned: list | None = None, properties: dict | None = None, allow_missing: bool = False):
     """``prepare(snapshot) -> StagedCommit`` writing ``df`` (``snapshot`` None:
     no table yet). ``planned`` (if given) receives each attempt's WritePlan;
     ``properties`` (create / overwrite) become the table config in the same
@@ -25,12 +35,21 @@ def write_dataframe(store, df, mode: str, *, stable_row_ids: bool = True, max_ro
     def prepare(snap: Snapshot | None) -> StagedCommit:
         plan = plan_write(
             store, df.schema, mode, snapshot=snap, stable_row_ids=stable_row_ids,
-            max_rows_per_fragment=max_rows_per_fragment,
+            max_rows_per_fragment=max_rows_per_fragment, allow_missing=allow_missing,
         )
+        rows = df
+        if snap is not None:
+            plan.checks = specs_for(snap)
+            types = {f.name: f.dataType for f in spark_schema(snap.schema).fields if f.name in plan.missing}
+            rows = with_checks(df, plan.checks, types)
         if planned is not None:
             planned.append(plan)
-        with executor_errors():
-            rows = df.mapInArrow(map_in_arrow_writer(plan), FRAGMENTS_SCHEMA).collect()
-        return staged_write(plan, [bytes(r[FRAGMENT_COLUMN]) for r in rows], properties)
+        with journaled(store, bool(plan.checks)) as token, executor_errors():
+            plan.journal = token
+            out = rows.mapInArrow(map_in_arrow_writer(plan), FRAGMENTS_SCHEMA).collect()
+        staged = staged_write(plan, [bytes(r[FRAGMENT_COLUMN]) for r in out], properties)
+        if plan.missing:
+            staged.parameters["missingColumns"] = ", ".join(plan.missing)
+        return guarded(staged, snap)
 
     return prepare

@@ -25,7 +25,7 @@ Both emit (kind, payload) metadata rows, like :mod:`.rowchanges`.
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -40,6 +40,7 @@ from ..format.scan import ROW_ADDR, FragmentScan, scan_fragment
 from ..format.schema import Field, Schema
 from ..format.writer import conform_batch
 from ..storage.objectstore import ObjectStore
+from .constraints import enforce
 from .errors import executor_task
 from .types import to_spark_batch
 
@@ -68,6 +69,12 @@ class ColumnFileContext:
     #: columns in the writing task (:func:`function_column_files`); None when
     #: Spark computed them.
     transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None
+    #: Table CHECK constraints: their check columns come with the values
+    #: (computed by Spark in the same projection) and are enforced on the
+    #: rows written before they are (:mod:`.constraints`).
+    checks: list = field(default_factory=list)
+    #: Journal token (:mod:`.journal`): finished column files are recorded.
+    journal: str | None = None
 
     @property
     def names(self) -> list[str]:
@@ -107,6 +114,8 @@ class FragmentColumnWriter:
                 f"a key of the joined DataFrame matches row offset(s) of fragment {self.frag.id} more than once; "
                 "keys must be unique"
             )
+        if self.ctx.checks:
+            enforce(values, self.ctx.checks, None if changed is None else pa.array(changed), row_columns=self.ctx.names)
         hi = int(offsets[-1]) + 1
         self._emit(self.pos, hi, offsets, conform_batch(values, self.target))
         if changed is None:
@@ -168,6 +177,10 @@ class FragmentColumnWriter:
             self.writer.abort()  # nothing in this fragment changed: leave it alone
             return {"fragment_id": self.frag.id, "data_file": None, "changed": b""}
         data_file = self.writer.finish()
+        if self.ctx.journal:
+            from .journal import record
+
+            record(self.ctx.store, self.ctx.journal, [f"data/{data_file.path}"])
         self.changed.run_optimize()  # ranges of offsets stay tiny in the transaction
         return {
             "fragment_id": self.frag.id,
@@ -188,6 +201,7 @@ def _split(batch: pa.RecordBatch, ctx: ColumnFileContext):
     addr = batch.column(ROW_ADDR).to_numpy().astype(np.uint64)
     frags = (addr >> np.uint64(32)).astype(np.int64)
     offsets = addr & OFFSET_MASK
+    names = names + [c.column for c in ctx.checks]
     values = pa.RecordBatch.from_arrays([batch.column(n) for n in names], names=names)
     changed = batch.column(CHANGED).to_numpy(zero_copy_only=False).astype(bool) if has_changed else None
     return frags, offsets, values, changed

@@ -27,6 +27,7 @@ Writing::
 
     df.write.format("lance").mode("append" | "overwrite").save(uri)
     df.write.format("lance").option("branch", "dev").mode("append").save(uri)
+        .option("allowMissingColumns", True)  # leave out nullable columns
 
 Executors write data files and return fragment metadata; the driver commits
 one transaction.
@@ -444,7 +445,20 @@ class LanceDataSourceWriter(DataSourceArrowWriter):
             snapshot=self.snapshot,
             stable_row_ids=_truthy(opts.get("stablerowids", True)),
             max_rows_per_fragment=int(opts.get("maxrowsperfragment") or DEFAULT_MAX_ROWS_PER_FRAGMENT),
+            allow_missing=_truthy(opts.get("allowmissingcolumns", False)),
         )
+        if self.snapshot is not None:
+            from ..txn.constraints import constraints_of
+
+            if constraints_of(self.snapshot.manifest.config):
+                # The rows reach this writer as they are: there is no Spark
+                # projection to evaluate the constraints in. Refuse rather
+                # than commit unchecked rows.
+                raise InvalidArgumentError(
+                    f"the table at {path} has CHECK constraints {sorted(constraints_of(self.snapshot.manifest.config))}; "
+                    "df.write.format('lance') cannot evaluate them in its tasks -- write with "
+                    "LanceTable(spark, uri).append(df) / .overwrite(df), which enforce them"
+                )
 
     def __getstate__(self):
         state = dict(self.__dict__)

@@ -26,7 +26,7 @@ from .. import errors as E
 _BEGIN, _END = "<<lance_ops-error:", ":lance_ops-error>>"
 _PAYLOAD = re.compile(re.escape(_BEGIN) + r"([A-Za-z0-9+/=]+)" + re.escape(_END))
 #: Error attributes carried across (besides the message).
-FIELDS = ("retryable", "conflicting_version", "path")
+FIELDS = ("retryable", "conflicting_version", "path", "constraint", "expression", "row")
 
 
 class ExecutorError(RuntimeError):

@@ -173,20 +173,28 @@ def output_attributes(frame: DataFrame) -> dict[int, str]:
     return out
 
 
-def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(ROW_ADDR,), split_fragments: bool = True) -> DataFrame:
+def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(ROW_ADDR,), split_fragments: bool = True,
+               fragment_ids=None) -> DataFrame:
     """The table at ``snapshot``'s version: ``columns`` (None = all) plus
     metadata columns, through the ``lance`` data source. With
     ``split_fragments=False`` each fragment is read whole by one task, in order
-    (jobs that change fragments in the scan's own tasks rely on it)."""
+    (jobs that change fragments in the scan's own tasks rely on it).
+    ``fragment_ids`` reads only those fragments."""
     register(spark)
     store = snapshot.store
+    rows = snapshot.num_rows()
+    if fragment_ids is not None:
+        wanted = set(fragment_ids)
+        rows = sum(f.physical_rows for f in snapshot.fragments if f.id in wanted)
     reader = (
         spark.read.format("lance")
         .option("version", str(snapshot.version))
-        .option("rowsPerPartition", str(rows_per_partition(spark, snapshot.num_rows())))
+        .option("rowsPerPartition", str(rows_per_partition(spark, rows)))
         .option("metadataColumns", ",".join(metadata))
         .option("splitFragments", str(split_fragments).lower())
     )
+    if fragment_ids is not None:
+        reader = reader.option("fragmentIds", ",".join(str(i) for i in sorted(set(fragment_ids))))
     cols = snapshot.schema.names if columns is None else list(columns)
     # An explicit schema pins the column set (and skips a schema() round trip).
     reader = reader.schema(spark_schema(snapshot.schema, cols, metadata))

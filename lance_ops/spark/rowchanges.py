@@ -41,6 +41,7 @@ from ..format.scan import ROW_ADDR, ROW_CREATED, ROW_ID, FragmentScan, scan_frag
 from ..format.schema import Schema
 from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT, FragmentSink
 from ..storage.objectstore import ObjectStore
+from .constraints import enforce
 from .errors import executor_task
 from .types import spark_arrow_schema, to_spark_batch
 
@@ -77,6 +78,12 @@ class ChangeContext:
     max_rows_per_fragment: int = DEFAULT_MAX_ROWS_PER_FRAGMENT
     #: Merge with only unconditional delete clauses may match a row twice.
     allow_duplicate_matches: bool = False
+    #: Table CHECK constraints: their check columns ride along with the
+    #: requests and are enforced on rows to write (updates, inserts) before
+    #: anything of the fragment is written.
+    checks: list = field(default_factory=list)
+    #: Journal token (:mod:`.journal`): files of finished tasks are recorded.
+    journal: str | None = None
 
     @property
     def unassigned(self) -> list[str]:
@@ -132,12 +139,19 @@ def change_fragment(ctx: ChangeContext, schemas: _Schemas, frag_id: int, table: 
         offsets = uniq
     is_update = table.column(ACTION).to_numpy(zero_copy_only=False) == UPDATE
     n_update = int(is_update.sum())
+    if ctx.checks and n_update:
+        enforce(table, ctx.checks, pa.array(is_update), row_columns=[ROW_ADDR, *ctx.assigned])
 
     # 1. deletion vector: old | requested rows.
     old = read_deletion_vector(ctx.store, frag)
     dv = old.extended(offsets)
     removed = len(dv) >= frag.physical_rows
     deletion = None if removed else write_deletion_vector(ctx.store, frag_id, ctx.read_version, dv)
+    if ctx.journal and deletion is not None:
+        from ..format.deletion import deletion_path_of
+        from .journal import record
+
+        record(ctx.store, ctx.journal, [deletion_path_of(frag_id, deletion)])
     marker = {
         "fragment_id": frag_id,
         "removed": removed,
@@ -166,6 +180,8 @@ def fragment_changes(ctx: ChangeContext):
     def run(key, table):  # no annotations: pyspark infers the UDF kind from them
         frag_id = int(key[0].as_py())
         if frag_id < 0:  # merge inserts (spread over negative keys)
+            if ctx.checks:
+                enforce(table, ctx.checks, row_columns=[f.name for f in ctx.table_spark.fields])
             return _inserts(table, schemas.out)
         return change_fragment(ctx, schemas, frag_id, table)
 
@@ -317,6 +333,11 @@ class _ChangeWriter:
     def finish(self):
         self._emit(self.moved.finish())
         self._emit(self.fresh.finish())
+        if self.ctx.journal:
+            from .journal import record
+
+            frags = [table_pb2.DataFragment.FromString(p) for k, p in zip(self.kinds, self.payloads) if k == FRAGMENT]
+            record(self.ctx.store, self.ctx.journal, [f"data/{df.path}" for f in frags for df in f.files])
         if self.kinds:
             yield pa.RecordBatch.from_arrays(
                 [pa.array(self.kinds, pa.string()), pa.array(self.payloads, pa.binary())], names=["kind", "payload"]

@@ -15,7 +15,7 @@ the ``lance`` data source's writer.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import pyarrow as pa
@@ -51,6 +51,14 @@ class WritePlan:
     stable_row_ids: bool
     #: Columns of the incoming data, in order (names only).
     input_columns: list[str]
+    #: Table CHECK constraints the task enforces (their check columns are in
+    #: the incoming rows: :mod:`.constraints`).
+    checks: list = field(default_factory=list)
+    #: Nullable table columns the data leaves out (``allowMissingColumns``):
+    #: the new fragments have no data file for them (they read as NULL).
+    missing: list[str] = field(default_factory=list)
+    #: Journal token (:mod:`.journal`): finished tasks record their files.
+    journal: str | None = None
 
 
 def plan_write(
@@ -62,6 +70,7 @@ def plan_write(
     stable_row_ids: bool = True,
     max_rows_per_fragment: int = DEFAULT_MAX_ROWS_PER_FRAGMENT,
     data_format: str | None = None,
+    allow_missing: bool = False,
 ) -> WritePlan:
     """The write's target schema and what executors need; ``snapshot`` is the
     table's current version (None: no table at ``store`` yet)."""
@@ -84,16 +93,19 @@ def plan_write(
     check_writable(snapshot.manifest, f"at {store.root}")
     snapshot.new_data_file_version(mode)
     table_spark = spark_schema(snapshot.schema)
+    missing: list[str] = []
     if mode == "append":
-        check_append_schema(table_spark, incoming)
+        missing = check_append_schema(table_spark, incoming, allow_missing)
         schema = snapshot.schema
+        if missing:
+            schema = schema.project([n for n in schema.names if n not in missing])
     elif _same_columns(table_spark, incoming):
         schema = snapshot.schema  # keep stored types (uint, large_string ...) and ids
     else:
         schema = lance_schema_for_spark(incoming)
     return WritePlan(
         store, mode, schema, snapshot.version, True, snapshot.data_format_version,
-        max_rows_per_fragment, snapshot.stable_row_ids, incoming.fieldNames(),
+        max_rows_per_fragment, snapshot.stable_row_ids, incoming.fieldNames(), missing=missing,
     )
 
 
@@ -103,12 +115,17 @@ def _same_columns(table: T.StructType, incoming: T.StructType) -> bool:
     ]
 
 
-def check_append_schema(table: T.StructType, incoming: T.StructType) -> None:
+def check_append_schema(table: T.StructType, incoming: T.StructType, allow_missing: bool = False) -> list[str]:
     """Appended data must have the table's columns (any order) with the same
-    Spark types; nothing missing, nothing extra."""
+    Spark types; nothing extra, nothing missing -- unless ``allow_missing``,
+    when nullable columns may be left out. Returns the columns left out."""
     t = {f.name: f for f in table.fields}
     i = {f.name: f for f in incoming.fields}
     missing = [n for n in t if n not in i]
+    left_out = []
+    if allow_missing:
+        left_out = [n for n in missing if t[n].nullable]
+        missing = [n for n in missing if not t[n].nullable]
     extra = [n for n in i if n not in t]
     wrong = [
         f"{n}: table {t[n].dataType.simpleString()}, data {i[n].dataType.simpleString()}"
@@ -118,20 +135,33 @@ def check_append_schema(table: T.StructType, incoming: T.StructType) -> None:
     if missing or extra or wrong:
         parts = []
         if missing:
-            parts.append(f"missing column(s) {missing}")
+            parts.append(f"missing {'non-nullable ' if allow_missing else ''}column(s) {missing}")
         if extra:
             parts.append(f"unknown column(s) {extra}")
         if wrong:
             parts.append("type mismatch: " + "; ".join(wrong))
-        raise SchemaMismatchError("cannot append: " + ", ".join(parts))
+        hint = "" if allow_missing or not missing else " (allowMissingColumns=True leaves out nullable columns)"
+        raise SchemaMismatchError("cannot append: " + ", ".join(parts) + hint)
+    return left_out
 
 
 def write_task(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> Iterator[bytes]:
-    """Executor side: write the batches as fragments, yield them serialized."""
+    """Executor side: write the batches as fragments (each batch checked
+    against the table's constraints first), yield them serialized."""
+    if plan.checks:
+        batches = _checked(batches, plan.checks)
     for frag in write_fragments(
         plan.store, plan.schema, batches, plan.file_version, plan.max_rows_per_fragment
     ):
         yield frag.SerializeToString()
+
+
+def _checked(batches, checks):
+    from .constraints import enforce
+
+    for b in batches:
+        enforce(b, checks)
+        yield b
 
 
 def map_in_arrow_writer(plan: WritePlan):
@@ -139,7 +169,13 @@ def map_in_arrow_writer(plan: WritePlan):
 
     @executor_task
     def run(batches):
-        out = list(write_task(plan, batches))
+        out = []
+        for b in write_task(plan, batches):
+            if plan.journal:  # recorded as each file is done: a later failure in this task removes it too
+                from .journal import record
+
+                record(plan.store, plan.journal, [f"data/{df.path}" for df in table_pb2.DataFragment.FromString(b).files])
+            out.append(b)
         if out:
             yield pa.RecordBatch.from_arrays([pa.array(out, type=pa.binary())], names=[FRAGMENT_COLUMN])
 

@@ -363,6 +363,9 @@ def _(op: DataReplacement, draft, ctx):
                 break
         else:
             frag.files.append(new_file)
+        # Every row of a fragment that got a file is "updated" now (pylance 14
+        # stamps the whole fragment's last-updated versions, too).
+        draft.touched_fragments.append(frag)
 
 
 @apply_operation.register

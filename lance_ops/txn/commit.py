@@ -85,6 +85,9 @@ class CheckContext:
     rebases: int = 0
     #: Scratch space a check may use across runs of one commit.
     state: dict = field(default_factory=dict)
+    #: Transaction properties a check adds to the commit (e.g. a data-quality
+    #: gate's result summary); written with the transaction, shown by history().
+    properties: dict = field(default_factory=dict)
     _published: str | None = None
 
     def published_manifest(self) -> str:
@@ -182,6 +185,9 @@ def commit(
                 if cctx._published is not None:
                     store.delete(cctx._published)
             checked_at = concurrent
+            if cctx.properties:
+                txn.properties.update({str(k): str(v) for k, v in cctx.properties.items()})
+                txn_bytes = txn.to_bytes()
         store.write_bytes(f"{TRANSACTIONS_DIR}/{txn.file_name}", txn_bytes)
         data = encode_manifest_file(manifest, txn_bytes, indices, ctx.dictionaries)
         try:

@@ -87,8 +87,12 @@ class StagedCommit:
     extra_files: list[str] = field(default_factory=list)
     #: The change does not depend on the version it read (an overwrite): on a
     #: retryable conflict it is committed again on the latest version as it
-    #: is, without preparing it again.
+    #: is, without preparing it again (unless the conflict says the change
+    #: must be prepared again: ``CommitConflictError.prepare_again``).
     reusable: bool = False
+    #: Pre-commit checks of this change (run with the write's own, after every
+    #: rebase): e.g. "the constraints I enforced are still the table's".
+    checks: list = field(default_factory=list)
 
 
 @dataclass
@@ -218,6 +222,8 @@ def execute(
             results, concurrent = _commit_staged(store, staged, read_version, user, options, owned)
         except CommitConflictError as e:
             gave_up = not e.retryable or reruns >= options.retries or time.monotonic() - began > options.timeout
+            if getattr(e, "prepare_again", False):
+                staged.reusable = False
             if not staged.reusable or gave_up:
                 _remove(store, owned)
             if gave_up:
@@ -289,7 +295,7 @@ def _commit_staged(store, staged: StagedCommit, read_version: int, user: dict, o
     )
     results.append(
         commit(
-            store, txn, new_table=options.new_table, checks=options.checks,
+            store, txn, new_table=options.new_table, checks=[*options.checks, *staged.checks],
             # a rebase may write files (merged deletion vectors) and adopt
             # other writers' (never ours to remove)
             on_rebase=lambda t, latest: owned.update(operation_files(t.operation) - snapshot_files(latest)),

@@ -19,6 +19,7 @@ from ..errors import InvalidArgumentError, ReadOnlyVersionError, TableNotFoundEr
 from ..results import CommitInfo
 from ..storage.objectstore import ObjectStore
 from .commit import Check, NewTable
+from .constraints import CONSTRAINT_PREFIX, constraints_of
 from .history import detail, history_rows
 from .log import Snapshot, TableLog, open_snapshot
 from .operations import UpdateConfig
@@ -231,6 +232,7 @@ class Table:
         if not isinstance(properties, dict) or not properties:
             raise InvalidArgumentError("setProperties needs a non-empty dict of str -> str")
         updates = {str(k): str(v) for k, v in properties.items()}
+        _no_constraint_keys(updates)
         params = {"set": ", ".join(f"{k}={v}" for k, v in updates.items())}
         return self.execute(lambda snap: StagedCommit(UpdateConfig(config_updates=(updates, False)), {}, params),
                             commitProperties=commitProperties)
@@ -241,6 +243,7 @@ class Table:
         keys = [keys] if isinstance(keys, str) else list(keys)
         if not keys:
             raise InvalidArgumentError("unsetProperties needs at least one key")
+        _no_constraint_keys(keys)
         missing = [k for k in keys if k not in self.snapshot.manifest.config]
         if missing and not ifExists:
             raise InvalidArgumentError(f"table properties {missing} are not set")
@@ -248,6 +251,11 @@ class Table:
         return self.execute(lambda snap: StagedCommit(UpdateConfig(config_updates=(updates, False)), {},
                                                       {"unset": ", ".join(keys)}),
                             commitProperties=commitProperties)
+
+    def constraints(self) -> dict[str, str]:
+        """CHECK constraints of this version: name -> Spark SQL expression
+        (added with ``LanceTable.addConstraint``)."""
+        return constraints_of(self.snapshot.manifest.config)
 
     def vacuum(self, retentionHours: float = 168, dryRun: bool = False, enforceRetentionDuration: bool = True) -> list[str]:
         """Remove versions committed more than ``retentionHours`` ago and the
@@ -262,3 +270,12 @@ class Table:
     def __repr__(self) -> str:
         on = f", branch={self.branch!r}" if self.branch else ""
         return f"Table({self.uri!r}, version={self.version}{on})"
+
+
+def _no_constraint_keys(keys) -> None:
+    bad = [k for k in keys if str(k).startswith(CONSTRAINT_PREFIX)]
+    if bad:
+        raise InvalidArgumentError(
+            f"{bad}: CHECK constraints are set with addConstraint / dropConstraint (which validate the "
+            "table's rows), not as plain properties"
+        )
