@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup demo test test-fast bench protos lint clean
+.PHONY: setup demo test test-fast test-slow bench protos lint clean
 
 setup: $(STAMP)
 
@@ -24,7 +24,11 @@ test: setup
 	$(PY) -m pytest -q tests
 
 test-fast: setup
-	$(PY) -m pytest -q tests -m "not slow"
+	$(PY) -m pytest -q tests -m "not multiprocess"
+
+# Long randomized differential runs (not in `make test`).
+test-slow: setup
+	$(PY) -m pytest -q tests -m slow
 
 bench: setup
 	$(PY) benchmarks/run.py --out BENCHMARKS.md

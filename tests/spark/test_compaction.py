@@ -127,7 +127,7 @@ for k in range(12):
 """
 
 
-@pytest.mark.slow
+@pytest.mark.multiprocess
 def test_compaction_racing_deletes_in_another_process(spark, tmp_path):
     p = make(str(tmp_path / "t.lance"), [60] * 12)
     script = tmp_path / "racer.py"

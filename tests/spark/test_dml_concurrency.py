@@ -127,7 +127,7 @@ spark.stop()
 """
 
 
-@pytest.mark.slow
+@pytest.mark.multiprocess
 def test_two_processes_deleting_disjoint_rows_of_one_fragment(spark, path, tmp_path):
     script = tmp_path / "deleter.py"
     script.write_text(DELETER)
