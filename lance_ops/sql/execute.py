@@ -611,6 +611,18 @@ class Executor:
         self._write_done(t)
         return R.frame(self.spark, R.EMPTY, [])
 
+    def _add_constraint(self, ref, args):
+        t = self._writable(ref)
+        t.addConstraint(args["name"], args["expression"], commitProperties=self.commit_properties)
+        self._write_done(t)
+        return R.frame(self.spark, R.EMPTY, [])
+
+    def _drop_constraint(self, ref, args):
+        t = self._writable(ref)
+        t.dropConstraint(args["name"], ifExists=args["if_exists"], commitProperties=self.commit_properties)
+        self._write_done(t)
+        return R.frame(self.spark, R.EMPTY, [])
+
     def _unset_tblproperties(self, ref, args):
         t = self._writable(ref)
         t.unsetProperties(args["keys"], commitProperties=self.commit_properties, ifExists=args["if_exists"])

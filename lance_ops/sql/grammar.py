@@ -17,6 +17,7 @@ does not know -- or keeps as a generic ``Command`` holding the rest of the text
     ALTER TABLE t RENAME COLUMN a TO b
     ALTER TABLE t SET TBLPROPERTIES ('k' = 'v', ...) | UNSET TBLPROPERTIES [IF EXISTS] ('k', ...)
     ALTER TABLE t CREATE TAG name [AS OF VERSION n] | DROP TAG [IF EXISTS] name
+    ALTER TABLE t ADD CONSTRAINT name CHECK (<expr>) | DROP CONSTRAINT [IF EXISTS] name
 
 A table reference anywhere (also in sqlglot's own statements) may carry a
 time-travel suffix written right after it: ``t@v3`` (version 3) or
@@ -321,6 +322,24 @@ class LanceParser(Spark.Parser):
             keys = self._properties(with_values=False)
             self._end()
             return Statement("unset_tblproperties", table, {"keys": keys, "if_exists": if_exists})
+        if self._match_text_seq("ADD", "CONSTRAINT"):
+            name = self._name("a constraint name")
+            self._expect_text("CHECK")
+            if not self._match(TokenType.L_PAREN):
+                self.raise_error("Expected ( after CHECK")
+            first = self._curr
+            if self._parse_disjunction() is None:
+                self.raise_error("Expected a boolean expression")
+            expression = self._span(first)
+            if not self._match(TokenType.R_PAREN):
+                self.raise_error("Expected )")
+            self._end()
+            return Statement("add_constraint", table, {"name": name, "expression": expression})
+        if self._match_text_seq("DROP", "CONSTRAINT"):
+            if_exists = self._match_text_seq("IF", "EXISTS")
+            name = self._name("a constraint name")
+            self._end()
+            return Statement("drop_constraint", table, {"name": name, "if_exists": if_exists})
         if self._match_text_seq("CREATE", "TAG"):
             name = self._name("a tag name")
             version = None

@@ -77,6 +77,15 @@ def test_statement_arguments():
     assert hist.args["limit"] == 7
 
 
+def test_constraint_statements():
+    add, drop = [s.node for s in parse_script(
+        "ALTER TABLE t ADD CONSTRAINT pos CHECK (x > 0 AND s LIKE 'a%');"
+        "ALTER TABLE t DROP CONSTRAINT IF EXISTS pos"
+    )]
+    assert (add.kind, add.args) == ("add_constraint", {"name": "pos", "expression": "x > 0 AND s LIKE 'a%'"})
+    assert (drop.kind, drop.args) == ("drop_constraint", {"name": "pos", "if_exists": True})
+
+
 @pytest.mark.parametrize(
     "text, line, column, token",
     [

@@ -390,3 +390,25 @@ def test_script_results_and_table_sql(spark, trio):
     assert old.sql("SELECT count(*) FROM this").head()[0] == 294
     with pytest.raises(ReadOnlyVersionError):
         old.sql("DELETE FROM this")
+
+
+def test_check_constraints_through_sql(spark, trio):
+    s, _api, _ref = trio
+    v = lance.dataset(s).version
+    run(spark, f"ALTER TABLE lance.`{s}` ADD CONSTRAINT score_pos CHECK (score >= 0 AND id IS NOT NULL)")
+    assert lance.dataset(s).version == v + 1
+    assert lance.dataset(s).config()["lance_ops.constraint.score_pos"]
+    assert "score_pos" in LanceTable(spark, s).constraints()
+    with pytest.raises(lance_ops.ConstraintViolationError) as e:
+        run(spark, f"INSERT INTO lance.`{s}` (id, score) VALUES (1000, -1.0)")
+    assert e.value.constraint == "score_pos"
+    assert lance.dataset(s).version == v + 1
+    # existing rows that break a new constraint: refused, nothing committed
+    with pytest.raises(lance_ops.ConstraintViolationError):
+        run(spark, f"ALTER TABLE lance.`{s}` ADD CONSTRAINT small CHECK (id < 10)")
+    assert lance.dataset(s).version == v + 1
+    run(spark, f"ALTER TABLE lance.`{s}` DROP CONSTRAINT score_pos")
+    run(spark, f"ALTER TABLE lance.`{s}` DROP CONSTRAINT IF EXISTS score_pos")
+    run(spark, f"INSERT INTO lance.`{s}` (id, score) VALUES (1000, -1.0)")
+    assert lance.dataset(s).version == v + 3
+    assert "lance_ops.constraint.score_pos" not in lance.dataset(s).config()
