@@ -130,7 +130,8 @@ def test_requests_per_operation(moto):
     assert len(t.history()) == 27
     counts = moto.counts(reset=True)
     assert counts["s3.LIST"] == 1 and counts["s3.GET"] <= 2 * 27
-    # vacuum streams the listings: one request per directory page
+    # vacuum streams the listings: one request per directory page (and one
+    # for the branches that may read this table's files)
     t.vacuum(retentionHours=0, enforceRetentionDuration=False, dryRun=True)
     counts = moto.counts(reset=True)
-    assert counts["s3.LIST"] <= 8, counts
+    assert counts["s3.LIST"] <= 9, counts

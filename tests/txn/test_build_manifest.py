@@ -8,7 +8,7 @@ import pytest
 from google.protobuf import any_pb2
 from pyroaring import BitMap
 
-from lance_ops.errors import CommitConflictError, CorruptTableError, LanceOpsError, UnsupportedFeatureError
+from lance_ops.errors import CommitConflictError, CorruptTableError, InvalidArgumentError, LanceOpsError, UnsupportedFeatureError
 from lance_ops.format import rowids
 from lance_ops.format.manifest import ManifestFile
 from lance_ops.format.naming import ManifestNaming
@@ -801,7 +801,7 @@ UPDATE_CONFIG = [
     ("schema metadata replace", ops.UpdateConfig(schema_metadata_updates=({"s3": "3"}, True)),
      {"a": "1", "b": "2"}, {"t": "x", "u": "y"}, {"s3": b"3"}, {"m": b"1", "m2": b"2"}, {}),
     ("field metadata", ops.UpdateConfig(field_metadata_updates={
-        0: ({"m": None, "n": "5"}, False), 1: ({"k": "v"}, True), 9: ({"x": "y"}, False)}),
+        0: ({"m": None, "n": "5"}, False), 1: ({"k": "v"}, True)}),
      {"a": "1", "b": "2"}, {"t": "x", "u": "y"}, {"s": b"1", "s2": b"2"}, {"m2": b"2", "n": b"5"}, {"k": b"v"}),
     ("field metadata replace", ops.UpdateConfig(field_metadata_updates={0: ({"n": "5"}, True)}),
      {"a": "1", "b": "2"}, {"t": "x", "u": "y"}, {"s": b"1", "s2": b"2"}, {"n": b"5"}, {}),
@@ -820,6 +820,13 @@ def test_update_config(store, op, config, table_md, schema_md, field0_md, field1
     # Writer flag 8 follows config emptiness; reader flags never carry it.
     assert (m.reader_feature_flags, m.writer_feature_flags) == (0, F_CONFIG if config else 0)
     assert (ids(m), m.max_fragment_id) == ([0], 0)
+
+
+def test_update_config_of_a_missing_field_is_refused(store):
+    # pylance 14 refuses a field metadata update for a field id the schema
+    # does not have (e.g. dropped concurrently) as invalid input
+    with pytest.raises(InvalidArgumentError, match="field id 9"):
+        build(config_table(store), ops.UpdateConfig(field_metadata_updates={9: ({"x": "y"}, False)}))
 
 
 def test_update_config_sets_the_config_flag_on_a_table_without_config(store):
