@@ -86,7 +86,17 @@ def files_by_kind(path: str) -> dict[str, list[str]]:
                 out["index"].append(rel)
             elif top == "data":
                 out["data"].append(rel)
-    return {k: sorted(v) for k, v in out.items()}
+    # (by size, then name: pylance's file names are random, sizes are not,
+    # so a seed picks the same file in every run)
+    return {k: sorted(v, key=lambda r: (os.path.getsize(os.path.join(path, r)), r)) for k, v in out.items()}
+
+
+def id_data_files(path: str) -> list[str]:
+    """Data files of the latest version holding the ``id`` column (a delete
+    on ``id`` must read them)."""
+    snap = open_snapshot(ObjectStore(path))
+    rels = {f"data/{df.path}" for frag in snap.fragments for df in frag.files if 0 in df.fields}
+    return [r for r in files_by_kind(path)["data"] if r in rels]
 
 
 def check_base(path: str) -> None:
@@ -108,14 +118,15 @@ def check_base(path: str) -> None:
     assert len(set(files.values())) == len(files), files
 
 
-def read_all(store: ObjectStore, version: int | None = None) -> tuple[int, pa.Table]:
+def read_all(store: ObjectStore, version: int | None = None, columns=None) -> tuple[int, pa.Table]:
     """Spark-free scan of every fragment of a version: (version, rows by id)."""
     snap = open_snapshot(store, version)
-    cols = [f.name for f in snap.schema.fields]
+    cols = columns or [f.name for f in snap.schema.fields]
     batches = []
     for frag in snap.fragments:
         batches.extend(scan_fragment(store, snap.schema, FragmentScan(frag, cols)))
-    t = pa.Table.from_batches(batches, schema=snap.schema.to_arrow()) if batches else snap.schema.to_arrow().empty_table()
+    schema = pa.schema([snap.schema.to_arrow().field(c) for c in cols])
+    t = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
     return snap.version, t.sort_by("id")
 
 
