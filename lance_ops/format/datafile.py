@@ -22,7 +22,7 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 
-from ..errors import CorruptTableError, InvalidArgumentError, UnsupportedFeatureError
+from ..errors import CorruptTableError, InvalidArgumentError, LanceOpsError, UnsupportedFeatureError
 from .basepaths import data_file_location
 from .legacy import LegacyFileReader, is_legacy, legacy_file_schema
 from .naming import DATA_DIR, new_data_file_name
@@ -170,7 +170,9 @@ def _without_validity(arr: pa.Array) -> pa.Array:
 # File schemas annotated with table field ids
 # ---------------------------------------------------------------------------
 
-_SCHEMA_CACHE: "OrderedDict[str, pa.Schema]" = OrderedDict()
+_SCHEMA_CACHE: "OrderedDict[str, tuple[pa.Schema, int]]" = OrderedDict()
+#: (store root, path, recorded size) -> URI the codec reads (after the size check).
+_URI_CACHE: "OrderedDict[tuple, str]" = OrderedDict()
 _SCHEMA_CACHE_LOCK = threading.Lock()
 _SCHEMA_CACHE_SIZE = 4096
 
@@ -180,7 +182,7 @@ _SCHEMA_CACHE_SIZE = 4096
 _UNSUPPORTED_MARKERS = ("unknown lance storage version", "not supported", "unsupported", "not implemented")
 
 
-def codec_error(e: Exception, uri: str, data_file: table_pb2.DataFile | None = None) -> Exception:
+def codec_error(e: BaseException, uri: str, data_file: table_pb2.DataFile | None = None) -> Exception:
     """The lance_ops error for a codec failure on ``uri``: a valid file the
     codec cannot decode (a newer file version, an encoding it lacks) is
     UnsupportedFeatureError naming the file, its version and what to do;
@@ -203,8 +205,72 @@ def codec_error(e: Exception, uri: str, data_file: table_pb2.DataFile | None = N
     return CorruptTableError(f"cannot read data file: {msg}", uri)
 
 
+def is_codec_failure(e: BaseException) -> bool:
+    """True for what the codec raises on bad bytes: any ``Exception``, and
+    ``pyo3_runtime.PanicException`` (a Rust panic; it derives from
+    ``BaseException``, so ``except Exception`` misses it). Never
+    ``KeyboardInterrupt`` / ``SystemExit`` / ``GeneratorExit``."""
+    if isinstance(e, Exception):
+        return True
+    return type(e).__name__ == "PanicException"
+
+
+def data_file_uri(where, rel: str, data_file: table_pb2.DataFile) -> str:
+    """The URI the codec should read data file ``rel`` of store ``where``
+    from, after checking the object against ``DataFile.file_size_bytes``
+    (when recorded, as pylance does):
+
+    * the same size: the object itself;
+    * smaller, or missing: CorruptTableError naming the file (truncated,
+      deleted, or replaced by another file);
+    * larger (bytes appended after the file's end): a local copy of the
+      recorded prefix -- pylance reads the footer at the recorded size, and
+      ``lance.file.LanceFileReader`` cannot be given a size or a byte range,
+      so the codec reads the prefix from a staged copy. Only damaged tables
+      pay for that copy.
+
+    A file replaced by another of *exactly* the recorded size cannot be told
+    apart here (nor by pylance); its row count is still checked against the
+    fragment's (:class:`FragmentDataReader`)."""
+    recorded = int(data_file.file_size_bytes or 0)
+    staging = where.codec_staging()
+    key = (where.root, rel, recorded)
+    with _SCHEMA_CACHE_LOCK:
+        hit = _URI_CACHE.get(key)
+    if hit is not None:
+        return hit
+    try:
+        actual = where.size(rel) if recorded else None
+    except FileNotFoundError as e:
+        raise CorruptTableError("data file is missing", where.path(rel)) from e
+    if actual is None or actual == recorded:
+        try:
+            uri = staging.reader_uri(rel)
+        except FileNotFoundError as e:
+            raise CorruptTableError("data file is missing", where.path(rel)) from e
+    elif actual < recorded:
+        raise CorruptTableError(
+            f"data file is {actual} bytes but the manifest records {recorded} (truncated or replaced)",
+            where.path(rel),
+        )
+    else:
+        uri = staging.prefix_uri(rel, recorded)
+    with _SCHEMA_CACHE_LOCK:
+        _URI_CACHE[key] = uri
+        if len(_URI_CACHE) > _SCHEMA_CACHE_SIZE:
+            _URI_CACHE.popitem(last=False)
+    return uri
+
+
 def file_arrow_schema(uri: str, storage_options, data_file: table_pb2.DataFile | None = None) -> pa.Schema:
     """Arrow schema of a data file (cached: data files are immutable)."""
+    return _file_info(uri, storage_options, data_file)[0]
+
+
+def _file_info(uri: str, storage_options, data_file: table_pb2.DataFile | None = None,
+               name: str | None = None) -> tuple[pa.Schema, int]:
+    """(Arrow schema, row count) of a data file (cached); errors name ``name``
+    (the file in the table) or ``uri``."""
     with _SCHEMA_CACHE_LOCK:
         s = _SCHEMA_CACHE.get(uri)
         if s is not None:
@@ -212,9 +278,12 @@ def file_arrow_schema(uri: str, storage_options, data_file: table_pb2.DataFile |
             return s
     try:
         reader = _lance_file().LanceFileReader(uri, storage_options=storage_options or None)
-        s = reader.metadata().schema
-    except Exception as e:  # the codec raises OSError / ValueError / RuntimeError
-        raise codec_error(e, uri, data_file) from e
+        meta = reader.metadata()
+        s = (meta.schema, int(meta.num_rows))
+    except BaseException as e:  # OSError / ValueError / RuntimeError / a Rust panic
+        if not is_codec_failure(e):
+            raise
+        raise codec_error(e, name or uri, data_file) from e
     with _SCHEMA_CACHE_LOCK:
         _SCHEMA_CACHE[uri] = s
         if len(_SCHEMA_CACHE) > _SCHEMA_CACHE_SIZE:
@@ -449,6 +518,8 @@ class FragmentDataReader:
         #: (uri, file columns) of the files read; a legacy file's "uri" is
         #: (store, path, DataFile) for :class:`LegacyFileReader`.
         self._files: list[tuple[object, list[str]]] = []
+        #: codec URI -> the file's path in the table (for errors)
+        self._names: dict[str, str] = {}
         self._build_plans()
 
     def _build_plans(self) -> None:
@@ -469,11 +540,21 @@ class FragmentDataReader:
                 uri = (where, rel, df)
                 arrow_schema = legacy_file_schema(where, rel, df)
             else:
-                uri = where.codec_staging().reader_uri(rel)
-                arrow_schema = file_arrow_schema(uri, where.codec_options, df)
-            nodes = annotate_file_schema(arrow_schema, df, self.schema)
+                uri = data_file_uri(where, rel, df)
+                arrow_schema, num_rows = _file_info(uri, where.codec_options, df, where.path(rel))
+                if self.physical_rows and num_rows != self.physical_rows:
+                    raise CorruptTableError(
+                        f"data file holds {num_rows} rows but fragment {self.fragment.id} has "
+                        f"{self.physical_rows} (replaced by another file?)",
+                        where.path(rel),
+                    )
+            try:
+                nodes = annotate_file_schema(arrow_schema, df, self.schema)
+            except CorruptTableError as e:
+                raise CorruptTableError(str(e), where.path(rel)) from e
             annotated.append(nodes)
             uris.append(uri)
+            self._names[uri if isinstance(uri, str) else rel] = where.path(rel)
         used: dict[int, set[str]] = {}
         for t in self.targets:
             cands = [
@@ -536,24 +617,37 @@ class FragmentDataReader:
                 continue
             try:
                 reader = lf.LanceFileReader(uri, storage_options=self.store.codec_options or None, columns=cols)
-                iters.append(_checked(rows_of(reader, batch_rows).to_batches(), uri))
-            except Exception as e:
-                raise codec_error(e, uri) from e
-        for batches in _aligned(iters):
+                iters.append(_checked(rows_of(reader, batch_rows).to_batches(), self._names.get(uri, uri)))
+            except BaseException as e:
+                if not is_codec_failure(e) or isinstance(e, LanceOpsError):
+                    raise
+                raise codec_error(e, self._names.get(uri, uri)) from e
+        names = ", ".join(self._names.get(u if isinstance(u, str) else u[1], str(u)) for u, _ in self._files)
+        for batches in _aligned(iters, names):
             n = batches[0].num_rows
-            yield pa.RecordBatch.from_arrays([_execute(p, batches, n) for p in self._plans], schema=schema)
+            try:
+                arrays = [_execute(p, batches, n) for p in self._plans]
+            except BaseException as e:
+                # decoded values that do not fit the table's types: damage
+                if not is_codec_failure(e) or isinstance(e, LanceOpsError):
+                    raise
+                raise CorruptTableError(f"data of fragment {self.fragment.id} does not match the table "
+                                        f"schema: {e}", names) from e
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _checked(batches, uri: str) -> Iterator[pa.RecordBatch]:
-    """``batches`` with codec failures while decoding turned into lance_ops
-    errors."""
+    """``batches`` with codec failures while decoding (panics included)
+    turned into lance_ops errors naming the file."""
     it = iter(batches)
     while True:
         try:
             b = next(it)
         except StopIteration:
             return
-        except Exception as e:
+        except BaseException as e:
+            if not is_codec_failure(e) or isinstance(e, LanceOpsError):
+                raise
             raise codec_error(e, uri) from e
         yield b
 
@@ -574,7 +668,7 @@ def _plan_sources(plan) -> list[_FromFile]:
     return []
 
 
-def _aligned(iters: list) -> Iterator[list[pa.RecordBatch]]:
+def _aligned(iters: list, names: str = "") -> Iterator[list[pa.RecordBatch]]:
     """Zip batch streams of several files of one fragment, re-chunking when their
     batch boundaries differ."""
     if len(iters) == 1:
@@ -597,7 +691,7 @@ def _aligned(iters: list) -> Iterator[list[pa.RecordBatch]]:
                     have[i] += b.num_rows
         if any(h == 0 for h in have):
             if any(have):
-                raise CorruptTableError("data files of one fragment have different row counts")
+                raise CorruptTableError("data files of one fragment have different row counts", names or None)
             return
         n = min(have)
         out = []

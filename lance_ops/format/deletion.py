@@ -138,7 +138,29 @@ def read_deletion_vector(store, fragment: table_pb2.DataFragment) -> DeletionVec
         data = where.read_bytes(rel)
     except FileNotFoundError as e:
         raise CorruptTableError("deletion file is missing", where.path(rel)) from e
-    return DeletionVector.from_bytes(data, df.file_type == BITMAP, rel)
+    dv = DeletionVector.from_bytes(data, df.file_type == BITMAP, where.path(rel))
+    check_vector(dv, fragment, where.path(rel))
+    return dv
+
+
+def check_vector(dv: DeletionVector, fragment: table_pb2.DataFragment, path: str) -> None:
+    """A decoded vector must agree with the manifest: as many offsets as
+    ``DeletionFile.num_deleted_rows`` records (when set; pylance does not
+    check this, so a deletion file replaced by another would delete the wrong
+    rows), all below the fragment's physical row count."""
+    recorded = fragment.deletion_file.num_deleted_rows
+    if recorded and len(dv) != recorded:
+        raise CorruptTableError(
+            f"deletion file holds {len(dv)} deleted rows but the manifest records {recorded} for fragment "
+            f"{fragment.id} (replaced or damaged)",
+            path,
+        )
+    if len(dv) and fragment.physical_rows and dv.offsets.max() >= fragment.physical_rows:
+        raise CorruptTableError(
+            f"deletion file deletes row {dv.offsets.max()} of fragment {fragment.id}, which has "
+            f"{fragment.physical_rows} rows",
+            path,
+        )
 
 
 def write_deletion_vector(

@@ -139,11 +139,18 @@ def _lf():
 
 
 def _read(store, rel: str) -> tuple[pa.Table, tuple[int, int]]:
+    from .datafile import is_codec_failure
+
     lf = _lf()
-    uri = store.codec_staging().reader_uri(rel)
-    r = lf.LanceFileReader(uri, storage_options=store.codec_options or None)
-    meta = r.metadata()
-    table = r.read_all().to_table()
+    try:
+        uri = store.codec_staging().reader_uri(rel)
+        r = lf.LanceFileReader(uri, storage_options=store.codec_options or None)
+        meta = r.metadata()
+        table = r.read_all().to_table()
+    except BaseException as e:  # a missing file, bad bytes, a codec panic
+        if not is_codec_failure(e):
+            raise
+        raise CorruptTableError(f"cannot read index file: {e}", store.path(rel)) from e
     schema = meta.schema
     return table.cast(schema) if table.schema != schema else table.replace_schema_metadata(schema.metadata), (
         meta.major_version, meta.minor_version,

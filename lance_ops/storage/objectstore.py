@@ -421,6 +421,21 @@ class CodecStaging:
             os.replace(tmp, local)
         return local
 
+    def prefix_uri(self, rel: str, size: int) -> str:
+        """A local copy of the first ``size`` bytes of ``rel``, for the codec
+        (which cannot be told to read a file at a given size): used when
+        bytes were appended after a data file's recorded end."""
+        local = os.path.join(
+            _staging_dir(),
+            rel.replace("/", "_") + f"-{size}-" + uuid.uuid5(uuid.NAMESPACE_URL, self.store.root).hex[:8],
+        )
+        if not os.path.exists(local):
+            tmp = local + f".part-{uuid.uuid4().hex}"
+            with open(tmp, "wb") as f:
+                f.write(self.store.read_range(rel, 0, size))
+            os.replace(tmp, local)
+        return local
+
     def writer_uri(self, rel: str) -> str:
         if self.store.codec_native:
             if self.store.is_local:

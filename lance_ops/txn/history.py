@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 
+from ..errors import CorruptTableError
 from ..format.schema import Field, Schema
 from .log import Snapshot, TableLog
 from .operations import Append, Delete, Merge, Overwrite, Project, Rewrite, Transaction, Update
@@ -42,6 +43,10 @@ def history_rows(store, limit: int | None = None, upto: int | None = None) -> li
     for loc in versions:
         v = loc.version
         mf = log.read_manifest(loc)
+        if mf.manifest.version != v:
+            # (a manifest copied over another version's: open_snapshot refuses it too)
+            raise CorruptTableError(f"manifest file of version {v} says it is version {mf.manifest.version}",
+                                    store.path(loc.path))
         m = mf.manifest
         txn = log.read_transaction(v, mf)
         row = dict.fromkeys(HISTORY_COLUMNS)
@@ -61,9 +66,12 @@ def _schema_changes(log: TableLog, previous: int, manifest) -> dict[str, str]:
     """Columns a schema change added, dropped or renamed (by field id), compared
     with the version before -- also for versions other writers made."""
     try:
-        before = Schema.from_proto(log.read_manifest(previous).manifest.fields)
+        prev = log.read_manifest(previous).manifest
     except Exception:
         return {}
+    if prev.version != previous:
+        return {}
+    before = Schema.from_proto(prev.fields)
     after = Schema.from_proto(manifest.fields)
     old, new = {f.id: f.name for f in before.fields}, {f.id: f.name for f in after.fields}
     out = {}

@@ -9,6 +9,7 @@ store otherwise. A directory mixing V1 and V2 manifest names is refused.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass
 from functools import cached_property
@@ -24,6 +25,9 @@ from ..storage.commit import ManifestLocation
 from ..storage.objectstore import ObjectStore
 from .bases import attach_bases
 from .operations import Transaction
+
+#: Transaction file names as pylance and lance_ops write them.
+_TXN_NAME = re.compile(r"\d+-[0-9a-fA-F-]{36}\.txn")
 
 
 class TableLog:
@@ -97,7 +101,15 @@ class TableLog:
             data = self.store.read_bytes(rel)
         except FileNotFoundError:
             return None
-        return Transaction.from_bytes(data, self.store.path(rel))
+        txn = Transaction.from_bytes(data, self.store.path(rel))
+        if _TXN_NAME.fullmatch(name) and name != txn.file_name:
+            # Named {read_version}-{uuid}.txn by every writer: another
+            # commit's transaction copied over this one.
+            raise CorruptTableError(
+                f"transaction file of version {version} holds the transaction {txn.file_name}",
+                self.store.path(rel),
+            )
+        return txn
 
     def write_hint(self, version: int) -> None:
         """Best-effort ``latest_version_hint.json`` (pylance writes it after every
