@@ -346,6 +346,31 @@ class LanceTable:
             return None
         return self.table.execute(prepare, commitProperties=commitProperties)
 
+    # ------------------------------------------------------------ indices
+    def createIndex(self, column: str, indexType: str = "ZONEMAP", name: str | None = None,
+                    commitProperties: dict | None = None) -> CommitInfo:
+        """Build a scalar index on ``column`` in executors and commit it as a
+        ``CreateIndex`` (pylance lists and uses it). ``name`` defaults to
+        ``<column>_idx``; an index of that name is replaced."""
+        from .ops.indices import create_index
+
+        self._writable()
+        return self._run("createIndex", create_index(self._spark, self.snapshot, column, indexType, name),
+                         commitProperties)
+
+    def dropIndex(self, name: str, commitProperties: dict | None = None) -> CommitInfo:
+        from .ops.indices import drop_index
+
+        self._writable()
+        return self.table.execute(drop_index(self.snapshot, name), commitProperties=commitProperties)
+
+    def listIndices(self) -> list[dict]:
+        """This version's indices: name, type, columns, fragmentIds (+ uuid,
+        datasetVersion)."""
+        from .ops.indices import list_indices
+
+        return list_indices(self.snapshot)
+
     def constraints(self) -> dict[str, str]:
         """CHECK constraints of this version: name -> SQL."""
         return self.table.constraints()

@@ -79,6 +79,18 @@ class OptimizeBuilder:
         info.operation = info.operation or "Rewrite"
         return info
 
+    def executeIndexUpdate(self, commitProperties: dict | None = None):
+        """Extend zone maps to the fragments they do not cover (pylance's
+        ``optimize_indices``); a CommitInfo with ``version`` None when every
+        index is up to date."""
+        from .indices import update_indices
+
+        t = self._table
+        t._writable()
+        info = t._run("indexUpdate", update_indices(t._spark, t.snapshot), commitProperties)
+        info.metrics.setdefault("numUpdatedIndices", 0)
+        return info
+
 
 def compact(spark, opts: CompactionOptions):
     """``prepare(snapshot) -> StagedCommit | None`` of one compaction round:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from ..format.scan import ROW_ADDR
-from ..spark.frames import as_column, check_condition, describe, referenced_columns, scan_frame
+from ..spark.frames import SkipReport, as_column, check_condition, describe, referenced_columns, scan_frame
 from ..spark.rowchanges import ACTION, DELETE
 from ..txn.log import Snapshot
 from ..txn.operations import Delete
@@ -33,15 +33,18 @@ def delete(spark, snapshot: Snapshot, condition):
             rows = snap.num_rows()
             op = Delete([], ids, predicate)
             metrics = {"numDeletedRows": rows, "numRemovedFragments": len(ids), "numUpdatedFragments": 0,
-                       "numAddedFiles": 0, "bytesWritten": 0}
+                       "numAddedFiles": 0, "bytesWritten": 0,
+                       "numFragmentsScanned": 0, "numFragmentsSkipped": len(ids), "numRowsScanned": 0}
             return StagedCommit(op, metrics, {"predicate": predicate})
         refs = referenced_columns(analysis_frame(spark, snap), [condition])
         data_cols = [c for c in refs if c in snap.schema.names]
         meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
-        frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False)
-        requests = frame.where(as_column(condition)).select(ROW_ADDR, F.lit(DELETE).alias(ACTION))
-        ctx = change_context(spark, snap, assigned=[])
-        changes = run_aligned_changes(spark, requests, ctx)
+        with SkipReport(snap) as report:
+            frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False, skip_report=report.path)
+            requests = frame.where(as_column(condition)).select(ROW_ADDR, F.lit(DELETE).alias(ACTION))
+            ctx = change_context(spark, snap, assigned=[])
+            changes = run_aligned_changes(spark, requests, ctx)
+            scanned = report.metrics()
         updated = changes.updated_fragments(snap)
         op = Delete(updated, sorted(changes.removed), predicate, affected_rows=changes.affected)
         metrics = {
@@ -50,6 +53,7 @@ def delete(spark, snapshot: Snapshot, condition):
             "numUpdatedFragments": len(updated),
             "numAddedFiles": len(updated),
             "bytesWritten": changes.deletion_bytes(store),
+            **scanned,
         }
         return StagedCommit(op, metrics, {"predicate": predicate})
 

@@ -14,6 +14,7 @@ from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..format.scan import METADATA_COLUMNS, ROW_ADDR
 from ..spark.constraints import referenced, specs_for, with_checks
 from ..spark.frames import (
+    SkipReport,
     as_column,
     check_condition,
     describe,
@@ -66,7 +67,8 @@ def update(spark, snapshot: Snapshot, condition, assignments: dict):
         checked = referenced(spark, snap, specs)
         data_cols = [c for c in snap.schema.names if c in refs or c in checked]
         meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
-        frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False)
+        report = SkipReport(snap)
+        frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False, skip_report=report.path)
         if condition is not None:
             frame = frame.where(as_column(condition))
         values = assignment_columns(snap, assignments)
@@ -75,7 +77,9 @@ def update(spark, snapshot: Snapshot, condition, assignments: dict):
             values = [F.col(f"`{c}`") for c in assignments] + [F.col(s.column) for s in specs]
         requests = frame.select(ROW_ADDR, F.lit(UPDATE).alias(ACTION), *values)
         ctx = change_context(spark, snap, assigned=list(assignments), checks=specs)
-        changes = run_aligned_changes(spark, requests, ctx)
+        with report:
+            changes = run_aligned_changes(spark, requests, ctx)
+            scanned = report.metrics()
         modified = [snap.schema.field(c).id for c in assignments]
         op = Update(
             removed_fragment_ids=sorted(changes.removed),
@@ -95,6 +99,7 @@ def update(spark, snapshot: Snapshot, condition, assignments: dict):
             "numAddedFiles": len(op.updated_fragments) + sum(len(f.files) for f in op.new_fragments),
             "bytesWritten": changes.deletion_bytes(store)
             + sum(df.file_size_bytes for f in op.new_fragments for df in f.files),
+            **scanned,
         }
         return guarded(StagedCommit(op, metrics, params), snap)
 

@@ -122,6 +122,9 @@ class ReadOptions:
     #: A directory where every scan task writes one JSON line saying which
     #: columns it read (observability of column pruning; see scan_trace()).
     scan_trace: str | None = None
+    #: A file path where planning writes what the scan reads (JSON; see
+    #: report_scan()).
+    skip_report: str | None = None
 
     @classmethod
     def parse(cls, options) -> "ReadOptions":
@@ -157,6 +160,7 @@ class ReadOptions:
             staged=opts.get("stagedmanifest") or None,
             fragment_ids={int(x) for x in opts["fragmentids"].split(",") if x.strip()} if opts.get("fragmentids") is not None else None,
             scan_trace=opts.get("scantrace") or None,
+            skip_report=opts.get("skipreport") or None,
         )
 
 
@@ -173,13 +177,26 @@ class ScanPartition(InputPartition):
         self.pieces = pieces
 
 
-def plan_partitions(fragments, rows_per_partition: int, split: bool = True) -> list[ScanPartition]:
+def plan_partitions(fragments, rows_per_partition: int, split: bool = True, ranges=None) -> list[ScanPartition]:
     """Group small fragments, split large ones (if ``split``), ~rows_per_partition
     live rows each. Fragments keep their order; with ``split=False`` every
     fragment is read by exactly one partition. ``rows_per_partition <= 0``:
-    one partition per fragment."""
+    one partition per fragment. ``ranges`` (fragment id -> [(start, end)],
+    a data skipping plan): read only those row ranges, and no fragment that
+    is not in it."""
+    if ranges is not None:
+        fragments = [f for f in fragments if f.id in ranges]
+
+    def row_ranges(frag):
+        return ranges[frag.id] if ranges is not None else [(0, frag.physical_rows)]
+
     if rows_per_partition <= 0:
-        return [ScanPartition([(f.SerializeToString(), 0, f.physical_rows)]) for f in fragments if live_rows(f) > 0]
+        out = []
+        for f in fragments:
+            if live_rows(f) > 0:
+                data = f.SerializeToString()
+                out.append(ScanPartition([(data, s, e) for s, e in row_ranges(f)]))
+        return out
     target = rows_per_partition
     out: list[ScanPartition] = []
     current: list[tuple[bytes, int, int]] = []
@@ -190,18 +207,23 @@ def plan_partitions(fragments, rows_per_partition: int, split: bool = True) -> l
         if phys == 0 or live == 0:
             continue
         data = frag.SerializeToString()
-        if split and phys > SPLIT_FACTOR * target:
-            if current:
+        density = live / phys
+        for s0, e0 in row_ranges(frag):
+            if split and e0 - s0 > SPLIT_FACTOR * target:
+                if current:
+                    out.append(ScanPartition(current))
+                    current, current_rows = [], 0
+                n = -(-(e0 - s0) // target)
+                step = -(-(e0 - s0) // n)
+                for s in range(s0, e0, step):
+                    out.append(ScanPartition([(data, s, min(e0, s + step))]))
+                continue
+            current.append((data, s0, e0))
+            current_rows += (e0 - s0) * density
+            if split and current_rows >= target:
                 out.append(ScanPartition(current))
                 current, current_rows = [], 0
-            n = -(-phys // target)
-            step = -(-phys // n)
-            for s in range(0, phys, step):
-                out.append(ScanPartition([(data, s, min(phys, s + step))]))
-            continue
-        current.append((data, 0, phys))
-        current_rows += live
-        if current_rows >= target:
+        if not split and current_rows >= target:
             out.append(ScanPartition(current))
             current, current_rows = [], 0
     if current:
@@ -223,6 +245,11 @@ class LanceScanReader(DataSourceReader):
         self.arrow_target = spark_arrow_schema(spark_schema_)
         self.rows_per_partition = opts.rows_per_partition
         self.filters: list = []
+        #: Every filter Spark pushed (data skipping judges them by index
+        #: statistics, also those Arrow does not evaluate in the tasks).
+        self.pushed: list = []
+        self.skip_report = opts.skip_report
+        self._snapshot = snapshot
         self.split_fragments = opts.split_fragments
         self.scan_trace = opts.scan_trace
         # Planned in partitions(), once pushFilters may have narrowed the scan.
@@ -233,12 +260,23 @@ class LanceScanReader(DataSourceReader):
         # partitions(): the fragment list is planning state, not shipped.
         state = dict(self.__dict__)
         state.pop("_fragments", None)
+        state.pop("_snapshot", None)
         return state
 
     def partitions(self):
         fragments = [f for f in self._fragments if lineage_may_match(f, self.filters)]
+        skipped_by_lineage = len(self._fragments) - len(fragments)
+        ranges = None
+        conjuncts = filters_to_conjuncts(self.pushed)
+        if conjuncts and self._snapshot.indices:
+            from ..format.pruning import skip_plan
+
+            plan = skip_plan(self._snapshot, conjuncts, fragments)
+            ranges = plan.ranges
+        parts = plan_partitions(fragments, self.rows_per_partition, self.split_fragments, ranges)
+        report_scan(self, fragments, ranges, skipped_by_lineage, len(parts))
         # Never an empty list: Spark would substitute a bare InputPartition.
-        return plan_partitions(fragments, self.rows_per_partition, self.split_fragments) or [ScanPartition([])]
+        return parts or [ScanPartition([])]
 
     @executor_task
     def read(self, partition: ScanPartition):
@@ -259,6 +297,48 @@ class LanceScanReader(DataSourceReader):
                 yield out
         if self.scan_trace:
             write_scan_trace(self, partition, rows)
+
+
+def report_scan(reader: "LanceScanReader", fragments, ranges, skipped_by_lineage: int, tasks: int) -> dict:
+    """What a scan will read, decided before any task starts: logged on the
+    ``lance_ops`` logger (one line per scan) and, with the ``skipReport``
+    option (a file path), written as JSON for the operation that planned it
+    (delete/update/merge put it in ``CommitInfo.metrics``)."""
+    import json
+    import logging
+
+    live = [f for f in fragments if f.physical_rows and live_rows(f)]
+    if ranges is None:
+        scanned = {f.id: f.physical_rows for f in live}
+    else:
+        scanned = {f.id: sum(e - s for s, e in ranges[f.id]) for f in live if f.id in ranges}
+    record = {
+        "numFragmentsScanned": len(scanned),
+        "numFragmentsSkipped": len(reader._fragments) - len(scanned),
+        "numRowsScanned": int(sum(scanned.values())),
+        "numTasks": tasks,
+    }
+    logging.getLogger("lance_ops").info(
+        "scan %s v%s: %d fragments scanned, %d skipped (%d by lineage bounds), %d rows in %d tasks; filters %s",
+        reader.store.root, reader.version, record["numFragmentsScanned"], record["numFragmentsSkipped"],
+        skipped_by_lineage, record["numRowsScanned"], tasks, [repr(f) for f in reader.pushed],
+    )
+    if reader.skip_report:
+        with open(reader.skip_report, "w") as f:
+            json.dump(record, f)
+    return record
+
+
+def read_skip_report(path: str) -> dict | None:
+    """The record :func:`report_scan` wrote at ``path`` (None if the scan was
+    not planned, e.g. no filter pushdown)."""
+    import json
+    import os
+
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
 
 
 def write_scan_trace(reader: LanceScanReader, partition: ScanPartition, rows: int) -> None:
@@ -297,6 +377,7 @@ def read_scan_trace(directory: str) -> list[dict]:
 class LanceScanReaderWithPushdown(LanceScanReader):
     def pushFilters(self, filters):
         for f in filters:
+            self.pushed.append(f)
             if _supported_filter(f, self.arrow_target):
                 self.filters.append(f)
             # Spark re-evaluates every filter: ours only drop rows early.
@@ -340,6 +421,34 @@ def lineage_may_match(fragment: table_pb2.DataFragment, filters) -> bool:
         if excludes(lo, hi, f.value):
             return False
     return True
+
+
+_CONJUNCT_OPS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
+
+
+def filters_to_conjuncts(filters) -> list:
+    """The pushed filters data skipping understands, as
+    :class:`lance_ops.format.pruning.Conjunct` (Spark already split the
+    condition into conjuncts and translated each from its analyzed
+    expression; anything else -- NOT, string matching, null-safe equality,
+    nested columns -- is left to the scan)."""
+    from ..format.pruning import Conjunct
+
+    out = []
+    for f in filters:
+        attr = getattr(f, "attribute", ())
+        if len(attr) != 1 or attr[0] in METADATA_COLUMNS:
+            continue
+        col = attr[0]
+        if type(f) in _CONJUNCT_OPS:
+            out.append(Conjunct(col, _CONJUNCT_OPS[type(f)], f.value))
+        elif isinstance(f, In):
+            out.append(Conjunct(col, "in", tuple(f.value)))
+        elif isinstance(f, IsNull):
+            out.append(Conjunct(col, "isnull"))
+        elif isinstance(f, IsNotNull):
+            out.append(Conjunct(col, "notnull"))
+    return out
 
 
 def _column_type(f, schema: pa.Schema) -> pa.DataType | None:

@@ -174,12 +174,14 @@ def output_attributes(frame: DataFrame) -> dict[int, str]:
 
 
 def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(ROW_ADDR,), split_fragments: bool = True,
-               fragment_ids=None) -> DataFrame:
+               fragment_ids=None, skip_report: str | None = None) -> DataFrame:
     """The table at ``snapshot``'s version: ``columns`` (None = all) plus
     metadata columns, through the ``lance`` data source. With
     ``split_fragments=False`` each fragment is read whole by one task, in order
     (jobs that change fragments in the scan's own tasks rely on it).
-    ``fragment_ids`` reads only those fragments."""
+    ``fragment_ids`` reads only those fragments. ``skip_report``: a file where
+    the scan's planning writes what it reads after data skipping (see
+    :func:`skip_report`)."""
     register(spark)
     store = snapshot.store
     rows = snapshot.num_rows()
@@ -193,6 +195,8 @@ def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(R
         .option("metadataColumns", ",".join(metadata))
         .option("splitFragments", str(split_fragments).lower())
     )
+    if skip_report:
+        reader = reader.option("skipReport", skip_report)
     if fragment_ids is not None:
         reader = reader.option("fragmentIds", ",".join(str(i) for i in sorted(set(fragment_ids))))
     cols = snapshot.schema.names if columns is None else list(columns)
@@ -201,6 +205,45 @@ def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(R
     for k, v in store.storage_options.items():
         reader = reader.option(f"storage.{k}", v)
     return reader.load(store.uri)
+
+
+class SkipReport:
+    """A place for a scan to report what it read (a temporary file on the
+    driver, written when Spark plans the scan: with filter pushdown on,
+    after data skipping). Use as a context manager; :meth:`metrics` gives
+    ``numFragmentsScanned``, ``numFragmentsSkipped``, ``numRowsScanned`` --
+    counted from the snapshot when the scan was not planned (no job ran, or
+    planning happened elsewhere, e.g. a Spark Connect server)."""
+
+    def __init__(self, snapshot: Snapshot):
+        import os
+        import tempfile
+
+        self.snapshot = snapshot
+        fd, self.path = tempfile.mkstemp(prefix="lance_ops-scan-", suffix=".json")
+        os.close(fd)
+        os.unlink(self.path)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        import os
+
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+    def metrics(self) -> dict:
+        from .datasource import read_skip_report
+
+        rec = read_skip_report(self.path)
+        if rec is None:
+            frags = [f for f in self.snapshot.fragments if f.physical_rows]
+            return {"numFragmentsScanned": len(frags), "numFragmentsSkipped": 0,
+                    "numRowsScanned": sum(f.physical_rows for f in frags)}
+        return {k: rec[k] for k in ("numFragmentsScanned", "numFragmentsSkipped", "numRowsScanned")}
 
 
 def staged_frame(spark, ctx, columns: list[str] | None = None, metadata=(), only_written: bool = True) -> DataFrame:

@@ -1,0 +1,356 @@
+"""Data skipping: which fragments, and which row ranges inside them, a
+conjunction of simple predicates may match -- judged from scalar index
+statistics alone (no Spark, no data read).
+
+A :class:`Conjunct` is one pushable predicate on a top-level column: a
+comparison with a literal (``= < <= > >=``), ``in``, ``isnull``, ``notnull``
+(BETWEEN arrives as two comparisons). Semantics are Spark SQL's, and pruning
+may only drop rows that *cannot* match:
+
+* a comparison with a null literal matches nothing; nulls match only IS NULL;
+* floats: NaN equals NaN and is larger than every other value (so ``x > 5``
+  matches NaN rows), ``-0.0 = 0.0`` (Python's IEEE comparison gives exactly
+  that for non-NaN values); a NaN bound (pylance's total-order min/max) is
+  treated as unknown in its direction;
+* strings compare by code point (= UTF-8 byte order, Spark's binary
+  collation); timestamps as integer microseconds (see ``zones.stat_values``).
+
+Column types outside :func:`prunable_type` are never pruned. A fragment an
+index does not cover is read whole; rows deleted since the index was built
+only make zones wider than needed (their stats were taken over more rows),
+never narrower. Zone ranges are widened to tile the fragment (a zone runs to
+the next zone's start, the first from 0, the last to the fragment's end), so
+rows in gaps -- deleted when the index was built -- are never lost.
+"""
+from __future__ import annotations
+
+import datetime
+import math
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from .zones import UNKNOWN, BitmapIndex, Zone
+
+OPS = ("=", "<", "<=", ">", ">=", "in", "isnull", "notnull")
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
+
+
+@dataclass(frozen=True)
+class Conjunct:
+    column: str
+    op: str
+    #: The literal (comparisons) or literals (``in``); python values.
+    value: object = None
+
+    def __post_init__(self):
+        if self.op not in OPS:
+            raise ValueError(f"unknown predicate operator {self.op!r}")
+
+    def flipped(self) -> "Conjunct":
+        """``5 < x`` read as ``x > 5``."""
+        return Conjunct(self.column, _FLIP[self.op], self.value)
+
+
+class NotPrunable(Exception):
+    """A literal that cannot be put in the column's comparison domain."""
+
+
+def prunable_type(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)
+        or pa.types.is_large_string(t) or pa.types.is_date32(t) or pa.types.is_timestamp(t)
+        or pa.types.is_boolean(t)
+    )
+
+
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def literal(value, t: pa.DataType):
+    """``value`` (as Spark hands literals to Python) in the comparison domain
+    of a column of Arrow type ``t``; NotPrunable if it does not fit."""
+    if value is None:
+        return None
+    if pa.types.is_boolean(t):
+        if isinstance(value, bool):
+            return value
+        raise NotPrunable(value)
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise NotPrunable(value)
+        return value
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        if isinstance(value, str):
+            return value
+        raise NotPrunable(value)
+    if pa.types.is_date32(t):
+        if isinstance(value, datetime.datetime):
+            raise NotPrunable(value)  # a timestamp compared with a date: Spark casts the column
+        if isinstance(value, datetime.date):
+            return value
+        raise NotPrunable(value)
+    if pa.types.is_timestamp(t):
+        if not isinstance(value, datetime.datetime):
+            raise NotPrunable(value)
+        if t.tz is None:
+            if value.tzinfo is not None:
+                raise NotPrunable(value)
+            # TimestampNTZ: a wall clock, epoch-relative without a zone
+            return (value - _EPOCH) // datetime.timedelta(microseconds=1)
+        # TimestampType: Spark hands a naive local time (or an aware one)
+        secs = int(value.replace(microsecond=0).timestamp())
+        return secs * 1_000_000 + value.microsecond
+    raise NotPrunable(value)
+
+
+def _isnan(v) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def zone_may_match(zone: Zone, c: Conjunct, is_float: bool) -> bool:
+    """False only if no row the zone's stats describe can satisfy ``c``."""
+    if c.op == "isnull":
+        return zone.null_count > 0
+    lo, hi = zone.min, zone.max
+    if lo is UNKNOWN or hi is UNKNOWN:
+        return True
+    only_nulls = lo is None and hi is None and zone.nan_count == 0
+    if c.op == "notnull":
+        return not only_nulls
+    if c.op == "in":
+        return any(zone_may_match(zone, Conjunct(c.column, "=", v), is_float) for v in c.value if v is not None)
+    v = c.value
+    if v is None or only_nulls:
+        return False
+    if lo is None or hi is None:  # (inconsistent stats: be safe)
+        return True
+    if is_float:
+        has_nan = zone.nan_count > 0 or _isnan(hi) or _isnan(lo)
+        lo_f = -math.inf if _isnan(lo) else lo
+        hi_f = math.inf if _isnan(hi) else hi
+        if _isnan(v):
+            return {"=": has_nan, ">": False, ">=": has_nan, "<": True, "<=": True}[c.op]
+        if c.op == "=":
+            return lo_f <= v <= hi_f
+        if c.op == ">":
+            return has_nan or hi_f > v
+        if c.op == ">=":
+            return has_nan or hi_f >= v
+        if c.op == "<":
+            return lo_f < v
+        return lo_f <= v
+    try:
+        if c.op == "=":
+            return lo <= v <= hi
+        if c.op == ">":
+            return hi > v
+        if c.op == ">=":
+            return hi >= v
+        if c.op == "<":
+            return lo < v
+        return lo <= v
+    except TypeError:
+        return True
+
+
+def bitmap_fragments(index: BitmapIndex, c: Conjunct, is_float: bool) -> set[int] | None:
+    """Fragments holding a row whose key may satisfy ``c`` (None: cannot
+    tell). Keys are exact values, so each is judged as a one-value zone."""
+    out: set[int] = set()
+    for key, m in zip(index.keys, index.maps):
+        if key is None:
+            z = Zone(0, 0, 0, None, None, 1, 0)
+        elif is_float and _isnan(key):
+            z = Zone(0, 0, 0, None, None, 0, 1)
+        else:
+            z = Zone(0, 0, 0, key, key, 0, 0)
+        if zone_may_match(z, c, is_float):
+            out.update(m.keys())
+    return out
+
+
+# ------------------------------------------------------------------ plans
+Range = tuple[int, int]
+
+
+@dataclass
+class ColumnIndex:
+    """One index on one column, as pruning needs it."""
+
+    name: str
+    column: str
+    arrow_type: pa.DataType
+    covered: set[int]
+    zones: dict[int, list[Zone]] = field(default_factory=dict)  # zone maps / bloom filters
+    bitmap: BitmapIndex | None = None
+
+
+@dataclass
+class SkipPlan:
+    """Per fragment id: the row ranges to read (absent: skip the fragment).
+    A fragment with ``[(0, physical_rows)]`` is read whole."""
+
+    ranges: dict[int, list[Range]]
+    skipped: list[int]
+    #: Index names that pruned something (for logs).
+    used: list[str] = field(default_factory=list)
+
+    def rows(self) -> int:
+        return sum(e - s for rs in self.ranges.values() for s, e in rs)
+
+    def metrics(self) -> dict:
+        return {"numFragmentsScanned": len(self.ranges), "numFragmentsSkipped": len(self.skipped),
+                "numRowsScanned": self.rows()}
+
+
+def _tile(zones: list[Zone], physical_rows: int) -> list[tuple[Zone, Range]]:
+    zs = sorted(zones, key=lambda z: z.start)
+    out = []
+    for i, z in enumerate(zs):
+        start = 0 if i == 0 else z.start
+        end = physical_rows if i == len(zs) - 1 else zs[i + 1].start
+        if end > start:
+            out.append((z, (start, end)))
+    return out
+
+
+def _merge(ranges: list[Range]) -> list[Range]:
+    out: list[Range] = []
+    for s, e in sorted(ranges):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def _intersect(a: list[Range], b: list[Range]) -> list[Range]:
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        s, e = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if s < e:
+            out.append((s, e))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def normalize(conjuncts, types: dict[str, pa.DataType]) -> list[Conjunct]:
+    """Conjuncts on prunable columns with literals in the comparison domain;
+    the rest are dropped (they just do not prune)."""
+    out = []
+    for c in conjuncts:
+        t = types.get(c.column)
+        if t is None or not prunable_type(t):
+            continue
+        try:
+            if c.op == "in":
+                value = tuple(literal(v, t) for v in c.value)
+            elif c.op in ("isnull", "notnull"):
+                value = None
+            else:
+                value = literal(c.value, t)
+        except NotPrunable:
+            continue
+        out.append(Conjunct(c.column, c.op, value))
+    return out
+
+
+def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> SkipPlan:
+    """The skip plan of ``conjuncts`` (already :func:`normalize`-d) over
+    ``fragments`` (DataFragment messages, in order), using ``indices``."""
+    by_col: dict[str, list[ColumnIndex]] = {}
+    for ix in indices:
+        by_col.setdefault(ix.column, []).append(ix)
+    ranges: dict[int, list[Range]] = {}
+    skipped: list[int] = []
+    used: set[str] = set()
+    for frag in fragments:
+        phys = frag.physical_rows
+        current: list[Range] = [(0, phys)]
+        for c in conjuncts:
+            for ix in by_col.get(c.column, ()):
+                if frag.id not in ix.covered:
+                    continue
+                is_float = pa.types.is_floating(ix.arrow_type)
+                if ix.bitmap is not None:
+                    frags = bitmap_fragments(ix.bitmap, c, is_float)
+                    if frags is not None and frag.id not in frags:
+                        current = []
+                        used.add(ix.name)
+                    continue
+                zones = ix.zones.get(frag.id)
+                if not zones:
+                    continue
+                keep = [r for z, r in _tile(zones, phys) if zone_may_match(z, c, is_float)]
+                merged = _merge(keep)
+                if merged != [(0, phys)]:
+                    used.add(ix.name)
+                current = _intersect(current, merged)
+            if not current:
+                break
+        if current:
+            ranges[frag.id] = current
+        else:
+            skipped.append(frag.id)
+    return SkipPlan(ranges, skipped, sorted(used))
+
+
+def load_indices(store, indices, schema, columns=None) -> list[ColumnIndex]:
+    """The pruning view of a version's ``indices`` (IndexMetadata) on
+    top-level columns of ``schema`` (only ``columns`` if given): zone maps,
+    bitmaps, bloom filter zones. Indices of other types, on several or nested
+    fields, or on types that are never pruned are left out. Files are read
+    through ``lance.file`` (metadata-sized: a zone map is ~100 bytes per 8192
+    rows)."""
+    from .zones import (
+        BITMAP,
+        BLOOMFILTER,
+        ZONEMAP,
+        covered_fragments,
+        index_kind,
+        read_bitmap,
+        read_bloomfilter_zones,
+        read_zonemap,
+    )
+
+    top = {f.id: f for f in schema.fields}
+    out = []
+    for idx in indices:
+        kind = index_kind(idx)
+        if kind not in (ZONEMAP, BITMAP, BLOOMFILTER) or len(idx.fields) != 1 or idx.fields[0] not in top:
+            continue
+        f = top[idx.fields[0]]
+        if columns is not None and f.name not in columns:
+            continue
+        t = f.arrow_type()
+        if not prunable_type(t):
+            continue
+        ci = ColumnIndex(idx.name, f.name, t, covered_fragments(idx))
+        if kind == BITMAP:
+            ci.bitmap = read_bitmap(store, idx)
+        else:
+            zones = read_zonemap(store, idx) if kind == ZONEMAP else read_bloomfilter_zones(store, idx)
+            for z in zones:
+                ci.zones.setdefault(z.fragment_id, []).append(z)
+        out.append(ci)
+    return out
+
+
+def skip_plan(snapshot, conjuncts, fragments=None) -> SkipPlan:
+    """:func:`plan` for a snapshot (``fragments``: a subset of its
+    fragments to plan over; default all)."""
+    fragments = list(snapshot.fragments if fragments is None else fragments)
+    schema = snapshot.schema
+    types = {f.name: f.arrow_type() for f in schema.fields}
+    conj = normalize(conjuncts, types)
+    if not conj or not snapshot.indices:
+        return SkipPlan({f.id: [(0, f.physical_rows)] for f in fragments}, [])
+    indices = load_indices(snapshot.store, snapshot.indices, schema, {c.column for c in conj})
+    return plan(fragments, indices, conj)
+
+
+__all__ = ["load_indices", "skip_plan", "Conjunct", "ColumnIndex", "SkipPlan", "plan", "normalize", "zone_may_match", "literal", "prunable_type"]

@@ -1,0 +1,145 @@
+"""Scalar index files pylance 14 writes, read for data skipping.
+
+Only what pruning needs, read through ``lance.file``:
+
+* **ZONEMAP** (``zonemap.lance``, one row per zone): ``min``, ``max`` (null
+  when the zone holds only nulls), ``null_count``, ``nan_count``,
+  ``fragment_id``, ``zone_start``, ``zone_length``; schema metadata
+  ``rows_per_zone`` (8192). Checked against pylance 14.0.2: ``zone_start`` is
+  the physical offset of the zone's first live row and ``zone_length`` the
+  physical span to its last one (deleted rows at build time inside the span
+  count), the counts cover live rows only; float ``max`` is NaN when the zone
+  holds a NaN (total order), ``min`` NaN when it holds only NaNs.
+* **BITMAP** (``bitmap_page_lookup.lance``): ``keys`` and ``bitmaps`` (a
+  serialized row address tree map per key, see
+  :func:`lance_ops.format.indexremap.decode_row_addr_map`); a null key holds
+  the null rows.
+* **BLOOMFILTER** (``bloomfilter.lance``): per zone ``fragment_id``,
+  ``zone_start``, ``zone_length``, ``has_null`` and a split-block bloom filter
+  over xxhash64. The zone ranges and ``has_null`` are read (IS NULL prunes
+  with them); probing the filters needs xxhash, which is not installed here:
+  value predicates are not pruned by bloom filters (see the issue note).
+
+What the stats mean for a predicate is :mod:`lance_ops.format.pruning`'s
+business; this module only turns files into :class:`Zone` lists.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyroaring import BitMap
+
+from .basepaths import index_location
+from .proto import table_pb2
+
+ZONEMAP = "ZoneMapIndexDetails"
+BITMAP = "BitmapIndexDetails"
+BLOOMFILTER = "BloomFilterIndexDetails"
+BTREE = "BTreeIndexDetails"
+
+#: Index type name (as users and pylance's list_indices spell it) by details type.
+TYPE_NAMES = {ZONEMAP: "ZONEMAP", BITMAP: "BITMAP", BLOOMFILTER: "BLOOMFILTER", BTREE: "BTREE"}
+
+ZONEMAP_FILE = "zonemap.lance"
+BITMAP_FILE = "bitmap_page_lookup.lance"
+BLOOMFILTER_FILE = "bloomfilter.lance"
+
+
+def index_kind(index: table_pb2.IndexMetadata) -> str:
+    return index.index_details.type_url.rsplit(".", 1)[-1] if index.HasField("index_details") else ""
+
+
+def covered_fragments(index: table_pb2.IndexMetadata) -> set[int]:
+    """Fragments the index covers (its manifest fragment bitmap)."""
+    return set(BitMap.deserialize(index.fragment_bitmap)) if index.fragment_bitmap else set()
+
+
+@dataclass(frozen=True)
+class Zone:
+    """Statistics of rows [start, end) of one fragment. ``min``/``max``: python
+    values in the comparison domain of :mod:`pruning` (None: no non-null value
+    was seen); ``has_null``: a null may be there."""
+
+    fragment_id: int
+    start: int
+    end: int
+    min: object = None
+    max: object = None
+    null_count: int = 0
+    nan_count: int = 0
+
+
+def _read_table(store, index, file_name: str) -> pa.Table:
+    import lance.file as lf
+
+    src, directory = index_location(store, index)
+    uri = src.codec_staging().reader_uri(f"{directory}/{file_name}")
+    reader = lf.LanceFileReader(uri, storage_options=src.codec_options or None)
+    table = reader.read_all().to_table()
+    schema = reader.metadata().schema
+    return table.replace_schema_metadata(schema.metadata)
+
+
+def stat_values(arr: pa.ChunkedArray | pa.Array) -> list:
+    """Python values of a min/max column, timestamps as integer microseconds
+    since the epoch (truncated as Spark truncates finer units: monotone, so
+    bounds stay bounds), durations likewise."""
+    t = arr.type
+    if pa.types.is_timestamp(t):
+        arr = arr.cast(pa.timestamp("us", t.tz), safe=False).cast(pa.int64())
+    elif pa.types.is_date64(t):
+        arr = arr.cast(pa.date32(), safe=False)
+    return arr.to_pylist()
+
+
+def read_zonemap(store, index) -> list[Zone]:
+    t = _read_table(store, index, ZONEMAP_FILE)
+    mins, maxs = stat_values(t.column("min")), stat_values(t.column("max"))
+    cols = [t.column(c).to_pylist() for c in ("null_count", "nan_count", "fragment_id", "zone_start", "zone_length")]
+    return [
+        Zone(int(frag), int(start), int(start) + int(length), lo, hi, int(nulls), int(nans))
+        for lo, hi, nulls, nans, frag, start, length in zip(mins, maxs, *cols)
+    ]
+
+
+def read_bloomfilter_zones(store, index) -> list[Zone]:
+    """Zones of a bloom filter index with only their null flag (min/max
+    unknown: a Zone with ``min=max=...`` sentinel ``UNKNOWN``)."""
+    t = _read_table(store, index, BLOOMFILTER_FILE)
+    cols = [t.column(c).to_pylist() for c in ("fragment_id", "zone_start", "zone_length", "has_null")]
+    return [Zone(int(f), int(s), int(s) + int(n), UNKNOWN, UNKNOWN, 1 if h else 0, 0) for f, s, n, h in zip(*cols)]
+
+
+class _Unknown:
+    def __repr__(self):
+        return "UNKNOWN"
+
+
+#: A bound that is not known (bloom filter zones): every value may be there.
+UNKNOWN = _Unknown()
+
+
+@dataclass
+class BitmapIndex:
+    """Keys (python values in the comparison domain) and, per key, fragment
+    id -> offsets (None: the whole fragment)."""
+
+    keys: list
+    maps: list[dict]
+    key_type: pa.DataType
+
+
+def read_bitmap(store, index) -> BitmapIndex:
+    from .indexremap import decode_row_addr_map
+
+    t = _read_table(store, index, BITMAP_FILE)
+    keys = stat_values(t.column("keys"))
+    maps = [decode_row_addr_map(raw) if raw is not None else {} for raw in t.column("bitmaps").to_pylist()]
+    return BitmapIndex(keys, maps, t.schema.field("keys").type)
+
+
+__all__ = [
+    "ZONEMAP", "BITMAP", "BLOOMFILTER", "BTREE", "TYPE_NAMES", "Zone", "UNKNOWN", "BitmapIndex",
+    "index_kind", "covered_fragments", "read_zonemap", "read_bloomfilter_zones", "read_bitmap", "stat_values",
+]

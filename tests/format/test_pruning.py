@@ -1,0 +1,73 @@
+"""The skip planner alone (no Spark): Spark's null/NaN/±0.0 semantics on zone
+statistics, zone tiling, coverage."""
+import math
+
+import pyarrow as pa
+
+from lance_ops.format.proto import table_pb2
+from lance_ops.format.pruning import ColumnIndex, Conjunct, normalize, plan, zone_may_match
+from lance_ops.format.zones import UNKNOWN, Zone
+
+NAN = float("nan")
+
+
+def z(lo, hi, nulls=0, nans=0):
+    return Zone(0, 0, 10, lo, hi, nulls, nans)
+
+
+def test_float_semantics():
+    f = True
+    # NaN is the largest value and equals itself (Spark)
+    assert zone_may_match(z(1.0, NAN, nans=1), Conjunct("x", ">", 1e9), f)
+    assert not zone_may_match(z(1.0, 2.0), Conjunct("x", ">", 1e9), f)
+    assert zone_may_match(z(1.0, NAN, nans=1), Conjunct("x", "=", NAN), f)
+    assert not zone_may_match(z(1.0, 2.0), Conjunct("x", "=", NAN), f)
+    assert not zone_may_match(z(NAN, NAN, nans=5), Conjunct("x", ">", NAN), f)
+    assert zone_may_match(z(NAN, NAN, nans=5), Conjunct("x", ">=", NAN), f)
+    # -0.0 = 0.0
+    assert zone_may_match(z(-0.0, -0.0), Conjunct("x", "=", 0.0), f)
+    assert zone_may_match(z(0.0, 0.0), Conjunct("x", "=", -0.0), f)
+    assert not zone_may_match(z(-0.0, 0.0), Conjunct("x", "<", 0.0), f)
+    assert not zone_may_match(z(0.0, 0.0), Conjunct("x", ">", -0.0), f)
+    # a NaN min (total order) is unknown: never prunes < comparisons wrongly
+    assert zone_may_match(z(NAN, 3.0, nans=1), Conjunct("x", "<", -100.0), f)
+    assert zone_may_match(z(-math.inf, -math.inf), Conjunct("x", "<=", -math.inf), f)
+
+
+def test_nulls_and_literals():
+    assert zone_may_match(z(None, None, nulls=10), Conjunct("x", "isnull"), False)
+    assert not zone_may_match(z(None, None, nulls=10), Conjunct("x", "notnull"), False)
+    assert not zone_may_match(z(None, None, nulls=10), Conjunct("x", "=", 1), False)
+    assert not zone_may_match(z(1, 5), Conjunct("x", "isnull"), False)
+    assert not zone_may_match(z(1, 5), Conjunct("x", "=", None), False)  # x = NULL matches nothing
+    assert zone_may_match(z(1, 5), Conjunct("x", "in", (None, 9, 3)), False)
+    assert not zone_may_match(z(1, 5), Conjunct("x", "in", (None, 9)), False)
+    assert zone_may_match(z(UNKNOWN, UNKNOWN), Conjunct("x", "=", 1), False)
+    assert zone_may_match(z("abc", "abd"), Conjunct("s", ">", "abcz"), False)
+    assert not zone_may_match(z("abc", "abd"), Conjunct("s", ">", "abd"), False)
+
+
+def test_literals_outside_the_domain_do_not_prune():
+    types = {"i": pa.int64(), "s": pa.string(), "d": pa.decimal128(5, 2)}
+    got = normalize([Conjunct("i", "=", "x"), Conjunct("s", "=", 3), Conjunct("d", "=", 1), Conjunct("i", ">", 2)],
+                    types)
+    assert got == [Conjunct("i", ">", 2)]
+
+
+def _frag(i, rows):
+    return table_pb2.DataFragment(id=i, physical_rows=rows)
+
+
+def test_plan_tiles_zones_and_scans_uncovered_fragments():
+    zones = {0: [Zone(0, 5, 100, 0, 99), Zone(0, 100, 200, 100, 199), Zone(0, 210, 250, 200, 240)],
+             1: [Zone(1, 0, 100, 1000, 2000)]}
+    ix = ColumnIndex("i_idx", "i", pa.int64(), {0, 1}, zones)
+    frags = [_frag(0, 300), _frag(1, 100), _frag(2, 50)]
+    p = plan(frags, [ix], [Conjunct("i", ">=", 150)])
+    # zone 1 runs to the next zone's start, the last zone to the end, the first from 0
+    assert p.ranges == {0: [(100, 300)], 1: [(0, 100)], 2: [(0, 50)]}
+    p = plan(frags, [ix], [Conjunct("i", "<", 50)])
+    assert p.ranges == {0: [(0, 100)], 2: [(0, 50)]} and p.skipped == [1]
+    p = plan(frags, [ix], [Conjunct("i", ">", 10), Conjunct("i", "<", 120)])
+    assert p.ranges[0] == [(0, 210)]
+    assert p.metrics() == {"numFragmentsScanned": 2, "numFragmentsSkipped": 1, "numRowsScanned": 260}

@@ -1,0 +1,177 @@
+"""Data skipping with zone maps and bitmap indices: pruned results equal
+unpruned ones (random predicates over ints, floats with NaN and ±0.0,
+strings, timestamps, nulls and deleted rows), what each job read is asserted,
+and indices are shared with pylance both ways."""
+import datetime
+import os
+import random
+import shutil
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_ops import LanceTable
+from lance_ops.spark.datasource import read_skip_report
+
+N = 24_000
+
+
+def _data(seed=7):
+    rng = np.random.default_rng(seed)
+    ids = np.arange(N)
+    f = (ids * 0.25).astype("float64")
+    f[rng.random(N) < 0.03] = np.nan
+    f[rng.random(N) < 0.03] = 0.0
+    f[rng.random(N) < 0.03] = -0.0
+    f_null = rng.random(N) < 0.05
+    s = np.array([f"k{i // 97:05d}" for i in ids], dtype=object)
+    s_null = (ids >= 9000) & (ids < 17200)  # a whole zone of nulls
+    ts = pa.array(ids * 1_000_000 + 1_600_000_000_000_000, pa.timestamp("us", "UTC"))
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "f": pa.array(f, mask=f_null),
+        "s": pa.array(s, pa.string(), mask=s_null),
+        "ts": ts,
+    })
+
+
+@pytest.fixture(scope="module")
+def indexed(spark, tmp_path_factory):
+    """Our table (3 fragments of 8000 rows + deletions), unindexed at v_plain,
+    ZONEMAP on every column from the next versions on."""
+    path = str(tmp_path_factory.mktemp("skip") / "t.lance")
+    ds = lance.write_dataset(_data(), path, max_rows_per_file=8000)  # (quicker than a Spark write)
+    ds.delete("id % 11 = 3 OR id BETWEEN 100 AND 5000")
+    t = LanceTable(spark, path)
+    plain = t.version
+    for c in ("id", "f", "s", "ts"):
+        t.createIndex(c, "ZONEMAP")
+    return path, plain, t
+
+
+def _ids(df):
+    return sorted(r[0] for r in df.select("id").collect())
+
+
+def _predicates(seed, n):
+    rng = random.Random(seed)
+    ops = ["=", "<", "<=", ">", ">="]
+    out = []
+    for _ in range(n):
+        col = rng.choice(["id", "f", "s", "ts"])
+        kind = rng.random()
+        if kind < 0.1:
+            out.append(f"{col} IS NULL")
+            continue
+        if kind < 0.15:
+            out.append(f"{col} IS NOT NULL AND id > {rng.randrange(N)}")
+            continue
+        if col == "id":
+            a = rng.randrange(-10, N + 10)
+            lit, lit2 = str(a), str(a + rng.randrange(0, 3000))
+        elif col == "f":
+            a = rng.choice([0.0, -0.0, "NaN", rng.uniform(-5, N / 4 + 5)])
+            lit = f"double('{a}')" if a == "NaN" else repr(float(a))
+            lit2 = repr(float(rng.uniform(0, N / 4)))
+        elif col == "s":
+            a = rng.randrange(0, N // 97 + 2)
+            lit, lit2 = f"'k{a:05d}'", f"'k{a + rng.randrange(0, 40):05d}'"
+        else:
+            a = rng.randrange(0, N)
+            base = datetime.datetime(2020, 9, 13, 12, 26, 40, tzinfo=datetime.timezone.utc)
+            t1 = base + datetime.timedelta(seconds=a)
+            t2 = t1 + datetime.timedelta(seconds=rng.randrange(0, 3000))
+            lit = f"TIMESTAMP '{t1:%Y-%m-%d %H:%M:%S}'"
+            lit2 = f"TIMESTAMP '{t2:%Y-%m-%d %H:%M:%S}'"
+        if kind < 0.3:
+            out.append(f"{col} BETWEEN {lit} AND {lit2}")
+        elif kind < 0.4:
+            out.append(f"{col} IN ({lit}, {lit2})")
+        else:
+            out.append(f"{col} {rng.choice(ops)} {lit}")
+    return out
+
+
+def test_random_predicates_pruned_equal_unpruned(spark, indexed):
+    path, plain, t = indexed
+    fresh = LanceTable(spark, path)
+    unindexed = LanceTable(spark, path, version=plain)
+    assert not unindexed.listIndices() and len(fresh.listIndices()) == 4
+    for p in _predicates(13, 8):
+        assert _ids(fresh.toDF().where(p)) == _ids(unindexed.toDF().where(p)), p
+
+
+def test_delete_and_update_read_only_matching_zones(spark, indexed, tmp_path):
+    path, _, _ = indexed
+    copy = str(tmp_path / "c.lance")
+    shutil.copytree(path, copy)
+    t = LanceTable(spark, copy)
+    before = lance.dataset(copy).to_table().num_rows
+    info = t.delete("id BETWEEN 17000 AND 17100")
+    # fragment 2 holds ids 16000..23999: its first zone (8192 rows: all of it)
+    assert info.metrics["numFragmentsScanned"] == 1
+    assert info.metrics["numFragmentsSkipped"] == 2
+    assert info.metrics["numRowsScanned"] == 8000
+    assert info.metrics["numDeletedRows"] == sum(1 for i in range(17000, 17101) if i % 11 != 3)
+    assert lance.dataset(copy).to_table().num_rows == before - info.metrics["numDeletedRows"]
+    info = t.update("s = 'k00010' AND f > 0", {"f": "f + 1"})
+    assert info.metrics["numFragmentsSkipped"] == 2
+    # a condition pushdown cannot use (a UDF-free but non-pushable form) prunes nothing
+    info = t.delete("id % 100003 = 5")
+    assert info.metrics["numFragmentsSkipped"] == 0
+    assert info.metrics["numFragmentsScanned"] == 3
+
+
+def test_pylance_uses_our_zone_maps(spark, indexed):
+    path, _, t = indexed
+    ds = lance.dataset(path)
+    assert {i["name"]: i["type"] for i in ds.list_indices()} == {
+        "id_idx": "ZoneMap", "f_idx": "ZoneMap", "s_idx": "ZoneMap", "ts_idx": "ZoneMap"}
+    for flt, sql in [("id > 20000", "id > 20000"), ("f = 0.0", "f = 0.0"), ("f > 5000.0", "f > 5000.0"),
+                     ("s = 'k00100'", "s = 'k00100'"), ("s IS NULL", "s IS NULL")]:
+        assert "ScalarIndexQuery" in ds.scanner(filter=flt).explain_plan()
+        ours = _ids(t.toDF().where(sql))
+        theirs = sorted(ds.to_table(filter=flt, columns=["id"]).column("id").to_pylist())
+        assert ours == theirs, flt
+
+
+def test_we_prune_with_pylance_indices(spark, tmp_path):
+    path = str(tmp_path / "p.lance")
+    data = _data(3).drop(["ts"])
+    ds = lance.write_dataset(data, path, max_rows_per_file=10_000)
+    ds.delete("id < 7 OR id BETWEEN 12000 AND 12100")
+    ds.create_scalar_index("id", "ZONEMAP")
+    ds.create_scalar_index("f", "ZONEMAP")
+    ds.create_scalar_index("s", "BITMAP")
+    lance.write_dataset(data.slice(0, 500), path, mode="append")  # not covered by the indices
+    trace = str(tmp_path / "skip.json")
+    t = LanceTable(spark, path)
+    reader = (spark.read.format("lance").option("skipReport", trace))
+    for flt, frags in [("id >= 21000", 2), ("s = 'k00003'", 2), ("f > 1e9", 4), ("s IS NULL", 3)]:
+        got = _ids(reader.load(path).where(flt))
+        want = sorted(lance.dataset(path).to_table(filter=flt, columns=["id"]).column("id").to_pylist())
+        assert got == want, flt
+        assert read_skip_report(trace)["numFragmentsScanned"] == frags, flt
+        os.unlink(trace)
+    assert [i["type"] for i in t.listIndices()] == ["ZONEMAP", "ZONEMAP", "BITMAP"]
+
+
+def test_index_update_and_drop(spark, indexed, tmp_path):
+    path, _, _ = indexed
+    copy = str(tmp_path / "u.lance")
+    shutil.copytree(path, copy)
+    t = LanceTable(spark, copy)
+    t.append(spark.createDataFrame(_data(5).slice(0, 100).to_pandas()))
+    new = {f.id for f in t.snapshot.fragments} - set(t.listIndices()[0]["fragmentIds"])
+    assert new
+    info = t.optimize().executeIndexUpdate()
+    assert info.metrics["numUpdatedIndices"] == 4
+    assert all(set(i["fragmentIds"]) >= new for i in t.listIndices())
+    assert t.optimize().executeIndexUpdate().version is None
+    ds = lance.dataset(copy)
+    assert sorted(ds.to_table(filter="id < 50", columns=["id"]).column("id").to_pylist()) == _ids(
+        t.toDF().where("id < 50"))
+    t.dropIndex("s_idx")
+    assert sorted(i["name"] for i in lance.dataset(copy).list_indices()) == ["f_idx", "id_idx", "ts_idx"]
