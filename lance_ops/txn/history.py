@@ -28,7 +28,10 @@ HISTORY_COLUMNS = (
 def _timestamp(m) -> datetime.datetime | None:
     if not m.HasField("timestamp"):
         return None
-    return datetime.datetime.fromtimestamp(m.timestamp.seconds + m.timestamp.nanos / 1e9, tz=datetime.timezone.utc)
+    # Exact integer arithmetic, truncated to microseconds as pylance does: a
+    # float here rounds some commits up by 1 us, after a timestamp that names them.
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    return epoch + datetime.timedelta(seconds=m.timestamp.seconds, microseconds=m.timestamp.nanos // 1000)
 
 
 def history_rows(store, limit: int | None = None, upto: int | None = None) -> list[dict]:

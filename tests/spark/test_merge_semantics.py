@@ -278,10 +278,9 @@ def run_differential(spark, tmp_path, seed: int, steps: int):
     return counts
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_random_sequences_match_delta(spark, tmp_path, seed):
-    counts = run_differential(spark, tmp_path, seed, steps=60)
-    assert counts["merge"] >= 20 and counts["update"] + counts["delete"] >= 15
+def test_random_sequences_match_delta(spark, tmp_path):
+    counts = run_differential(spark, tmp_path, 1, steps=100)
+    assert counts["merge"] >= 35 and counts["update"] + counts["delete"] >= 25
 
 
 @pytest.mark.slow
