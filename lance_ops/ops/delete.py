@@ -11,7 +11,22 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from ..format.scan import ROW_ADDR
-from ..spark.frames import SkipReport, as_column, check_condition, describe, referenced_columns, scan_frame
+from ..spark.arrowtasks import (
+    arrow_condition,
+    arrow_delete_task,
+    fragment_tasks,
+    log_evaluation,
+    run_arrow_changes,
+)
+from ..spark.frames import (
+    SkipReport,
+    as_column,
+    check_condition,
+    describe,
+    referenced_columns,
+    rows_per_partition,
+    scan_frame,
+)
 from ..spark.rowchanges import ACTION, DELETE
 from ..txn.log import Snapshot
 from ..txn.operations import Delete
@@ -27,7 +42,6 @@ def delete(spark, snapshot: Snapshot, condition):
         check_condition(analysis_frame(spark, snapshot), condition)
 
     def prepare(snap: Snapshot) -> StagedCommit:
-        store = snap.store
         if condition is None:
             ids = [f.id for f in snap.fragments]
             rows = snap.num_rows()
@@ -39,22 +53,40 @@ def delete(spark, snapshot: Snapshot, condition):
         refs = referenced_columns(analysis_frame(spark, snap), [condition])
         data_cols = [c for c in refs if c in snap.schema.names]
         meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
+        arrow = arrow_condition(spark, snap, condition, data_cols, meta)
+        log_evaluation("delete", snap, "arrow" if arrow is not None else "spark")
+        if arrow is not None:
+            # Arrow evaluates the whole condition in the tasks: one stage,
+            # no row crosses into the JVM.
+            ctx = change_context(spark, snap, assigned=[])
+            groups = fragment_tasks(snap, arrow, rows_per_partition(spark, snap.num_rows()))
+            changes = run_arrow_changes(spark, groups, arrow_delete_task(ctx, arrow))
+            scanned_rows = sum(e - s for rs in arrow.ranges.values() for s, e in rs)
+            scanned = {"numFragmentsScanned": sum(1 for g in groups for _ in g),
+                       "numFragmentsSkipped": len(snap.fragments) - sum(1 for g in groups for _ in g),
+                       "numRowsScanned": scanned_rows}
+            return _staged(snap, changes, predicate, scanned, "arrow")
         with SkipReport(snap) as report:
             frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False, skip_report=report.path)
             requests = frame.where(as_column(condition)).select(ROW_ADDR, F.lit(DELETE).alias(ACTION))
             ctx = change_context(spark, snap, assigned=[])
             changes = run_aligned_changes(spark, requests, ctx)
             scanned = report.metrics()
-        updated = changes.updated_fragments(snap)
-        op = Delete(updated, sorted(changes.removed), predicate, affected_rows=changes.affected)
-        metrics = {
-            "numDeletedRows": changes.deleted_rows,
-            "numRemovedFragments": len(changes.removed),
-            "numUpdatedFragments": len(updated),
-            "numAddedFiles": len(updated),
-            "bytesWritten": changes.deletion_bytes(store),
-            **scanned,
-        }
-        return StagedCommit(op, metrics, {"predicate": predicate})
+        return _staged(snap, changes, predicate, scanned, "spark")
 
     return prepare
+
+
+def _staged(snap: Snapshot, changes, predicate: str, scanned: dict, evaluation: str) -> StagedCommit:
+    updated = changes.updated_fragments(snap)
+    op = Delete(updated, sorted(changes.removed), predicate, affected_rows=changes.affected)
+    metrics = {
+        "numDeletedRows": changes.deleted_rows,
+        "numRemovedFragments": len(changes.removed),
+        "numUpdatedFragments": len(updated),
+        "numAddedFiles": len(updated),
+        "bytesWritten": changes.deletion_bytes(snap.store),
+        **scanned,
+        "evaluation": evaluation,
+    }
+    return StagedCommit(op, metrics, {"predicate": predicate})

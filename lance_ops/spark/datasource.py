@@ -125,6 +125,10 @@ class ReadOptions:
     #: A file path where planning writes what the scan reads (JSON; see
     #: report_scan()).
     skip_report: str | None = None
+    #: A file path: filters Spark pushes that Arrow evaluates exactly
+    #: (:mod:`lance_ops.arrow_eval`) are taken over by the scan -- Spark drops
+    #: them from its own filter -- and written there (pickled) at planning.
+    arrow_eval: str | None = None
 
     @classmethod
     def parse(cls, options) -> "ReadOptions":
@@ -161,6 +165,7 @@ class ReadOptions:
             fragment_ids={int(x) for x in opts["fragmentids"].split(",") if x.strip()} if opts.get("fragmentids") is not None else None,
             scan_trace=opts.get("scantrace") or None,
             skip_report=opts.get("skipreport") or None,
+            arrow_eval=opts.get("arroweval") or None,
         )
 
 
@@ -249,6 +254,10 @@ class LanceScanReader(DataSourceReader):
         #: statistics, also those Arrow does not evaluate in the tasks).
         self.pushed: list = []
         self.skip_report = opts.skip_report
+        self.arrow_eval = opts.arrow_eval
+        #: Trees (lance_ops.arrow_eval) of the filters this scan evaluates
+        #: itself in place of Spark (``arrowEval`` option).
+        self.accepted: list = []
         self._snapshot = snapshot
         self.split_fragments = opts.split_fragments
         self.scan_trace = opts.scan_trace
@@ -281,6 +290,11 @@ class LanceScanReader(DataSourceReader):
     @executor_task
     def read(self, partition: ScanPartition):
         keep = compile_filters(self.filters, self.arrow_target) if self.filters else None
+        accepted = None
+        if self.accepted:
+            from ..arrow_eval.expr import And, compile_expr, evaluate
+
+            accepted = compile_expr(And(tuple(self.accepted)), self.arrow_target)
         rows = 0
         for frag_bytes, start, end in partition.pieces:
             frag = table_pb2.DataFragment.FromString(frag_bytes)
@@ -293,6 +307,11 @@ class LanceScanReader(DataSourceReader):
                     out = out.filter(keep(out))
                     if not out.num_rows:
                         continue
+                if accepted is not None:
+                    parts = evaluate(accepted, out).combine_chunks().to_batches()
+                    if not parts or not parts[0].num_rows:
+                        continue
+                    out = parts[0]
                 rows += out.num_rows
                 yield out
         if self.scan_trace:
@@ -378,10 +397,42 @@ class LanceScanReaderWithPushdown(LanceScanReader):
     def pushFilters(self, filters):
         for f in filters:
             self.pushed.append(f)
+            if self.arrow_eval:
+                from ..arrow_eval.expr import compile_expr, from_filter
+
+                tree = from_filter(f)
+                if tree is not None and compile_expr(tree, self.arrow_target) is not None:
+                    # Evaluated here, exactly as Spark would: Spark drops it.
+                    self.accepted.append(tree)
+                    continue
             if _supported_filter(f, self.arrow_target):
                 self.filters.append(f)
             # Spark re-evaluates every filter: ours only drop rows early.
             yield f
+        if self.arrow_eval:
+            write_arrow_eval_report(self.arrow_eval, self.accepted, filters_to_conjuncts(self.pushed))
+
+
+def write_arrow_eval_report(path: str, accepted: list, conjuncts: list) -> None:
+    """What a scan planned with the ``arrowEval`` option took over from
+    Spark (trees), and the conjuncts data skipping can use."""
+    import os
+    import pickle
+
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump({"accepted": accepted, "conjuncts": conjuncts}, f)
+    os.replace(tmp, path)
+
+
+def read_arrow_eval_report(path: str) -> dict | None:
+    import os
+    import pickle
+
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        return pickle.load(f)
 
 
 # ------------------------------------------------------------- filters

@@ -174,7 +174,7 @@ def output_attributes(frame: DataFrame) -> dict[int, str]:
 
 
 def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(ROW_ADDR,), split_fragments: bool = True,
-               fragment_ids=None, skip_report: str | None = None) -> DataFrame:
+               fragment_ids=None, skip_report: str | None = None, arrow_eval: str | None = None) -> DataFrame:
     """The table at ``snapshot``'s version: ``columns`` (None = all) plus
     metadata columns, through the ``lance`` data source. With
     ``split_fragments=False`` each fragment is read whole by one task, in order
@@ -197,6 +197,8 @@ def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(R
     )
     if skip_report:
         reader = reader.option("skipReport", skip_report)
+    if arrow_eval:
+        reader = reader.option("arrowEval", arrow_eval)
     if fragment_ids is not None:
         reader = reader.option("fragmentIds", ",".join(str(i) for i in sorted(set(fragment_ids))))
     cols = snapshot.schema.names if columns is None else list(columns)

@@ -109,12 +109,16 @@ def test_delete_reads_only_condition_columns(spark, pair):
         return orig(spark_, snap, columns, metadata, **kw)
 
     import lance_ops.ops.delete as d
+    import lance_ops.spark.frames as fr
 
-    d.scan_frame = spy
+    # Both paths: the Spark scan (delete.scan_frame) and the Arrow path's
+    # planning scan (frames.scan_frame) read only the condition's columns.
+    d.scan_frame = fr.scan_frame = spy
     try:
-        LanceTable(spark, ours).delete("score > 100 and grp = 1")
+        info = LanceTable(spark, ours).delete("score > 100 and grp = 1")
     finally:
-        d.scan_frame = orig
+        d.scan_frame = fr.scan_frame = orig
+    assert info.metrics["evaluation"] == "arrow"
     assert seen == [(["grp", "score"], ["_rowaddr"])]
 
 
