@@ -71,3 +71,26 @@ def run_grouped_changes(spark, requests: DataFrame, ctx: ChangeContext, key) -> 
         grouped = keyed.groupBy(FRAGMENT_KEY).applyInArrow(fragment_changes(ctx), changed_rows_schema(ctx.table_spark))
         rows = grouped.mapInArrow(write_changes(ctx), RESULT_SCHEMA).collect()
     return ChangeSet.from_rows([(r[0], bytes(r[1])) for r in rows])
+
+
+def has_index_on(snapshot: Snapshot, columns) -> bool:
+    """True if a single-column index of ``snapshot`` is on one of ``columns``
+    (top-level): data skipping may then prune a condition on them."""
+    ids = {snapshot.schema.field(c).id for c in columns if c in snapshot.schema.names}
+    return any(len(ix.fields) == 1 and ix.fields[0] in ids for ix in snapshot.indices)
+
+
+def fragments_matching(spark, snapshot: Snapshot, condition, data_cols: list[str], meta: list[str]):
+    """(ids of the fragments holding a live row ``condition`` matches, scan
+    metrics of finding them): one job over just the condition's columns and
+    the zones data skipping keeps, returning one small integer per matching
+    fragment. Jobs that must rewrite whole fragments (rewriteColumns) then
+    read only those."""
+    from ..spark.frames import SkipReport, as_column, scan_frame
+
+    with SkipReport(snapshot) as report:
+        frame = scan_frame(spark, snapshot, data_cols, meta, skip_report=report.path)
+        frag = F.shiftright(F.col(ROW_ADDR), 32).alias("f")
+        with executor_errors():
+            ids = sorted(r[0] for r in frame.where(as_column(condition)).select(frag).distinct().collect())
+        return ids, report.metrics()

@@ -64,7 +64,7 @@ from ..txn.operations import REWRITE_COLUMNS, Merge, Update
 from ..txn.pipeline import StagedCommit
 from .columns import schema_with_new_fields
 from .common import guarded
-from .dml import analysis_frame
+from .dml import analysis_frame, fragments_matching, has_index_on
 from .update import assignment_columns, check_assignments
 
 FRAGMENT_KEY = "_fragment"
@@ -330,7 +330,15 @@ def rewrite_columns(spark, snapshot: Snapshot, exprs: dict, condition):
         checked = referenced(spark, snap, specs)
         data_cols = [c for c in snap.schema.names if c in refs or c in exprs or c in checked]
         meta = [ROW_ADDR] + [c for c in refs if c in METADATA_COLUMNS and c != ROW_ADDR]
-        scan = scan_frame(spark, snap, data_cols, meta, split_fragments=False)
+        scanned, frag_ids = None, None
+        if condition is not None and has_index_on(snap, refs):
+            # data skipping: find the fragments the condition matches (reading
+            # only the zones it may match), then rewrite only those
+            cond_refs = referenced_columns(analysis_frame(spark, snap), [condition])
+            cond_meta = [ROW_ADDR] + [c for c in cond_refs if c in METADATA_COLUMNS and c != ROW_ADDR]
+            frag_ids, scanned = fragments_matching(
+                spark, snap, condition, [c for c in cond_refs if c in snap.schema.names], cond_meta)
+        scan = scan_frame(spark, snap, data_cols, meta, split_fragments=False, fragment_ids=frag_ids)
         values = assignment_columns(snap, exprs)
         if condition is not None:
             values = [F.when(as_column(condition), v).otherwise(F.col(f"`{c}`")).alias(c) for c, v in zip(exprs, values)]
@@ -346,10 +354,24 @@ def rewrite_columns(spark, snapshot: Snapshot, exprs: dict, condition):
             "numUpdatedFragments": len(op.updated_fragments),
             "numAddedFiles": len(files),
             "bytesWritten": sum(df.file_size_bytes for df in files),
+            **_rewrite_scan_metrics(snap, scanned, frag_ids),
         }
         return guarded(StagedCommit(op, metrics, params), snap)
 
     return prepare
+
+
+def _rewrite_scan_metrics(snap: Snapshot, scanned: dict | None, frag_ids) -> dict:
+    """numFragmentsScanned/Skipped, numRowsScanned of a rewriteColumns: without
+    data skipping every fragment is read whole; with it, the skipping scan
+    that found the matching fragments plus those fragments read whole."""
+    frags = [f for f in snap.fragments if f.physical_rows]
+    if scanned is None:
+        return {"numFragmentsScanned": len(frags), "numFragmentsSkipped": 0,
+                "numRowsScanned": sum(f.physical_rows for f in frags)}
+    wanted = set(frag_ids)
+    return dict(scanned, numRowsScanned=scanned["numRowsScanned"]
+                + sum(f.physical_rows for f in frags if f.id in wanted))
 
 
 def _rewrite_op(snap: Snapshot, fields: list[Field], results: dict) -> Update:

@@ -27,6 +27,7 @@ from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..format.scan import ROW_ADDR
 from ..spark.constraints import referenced, specs_for, with_checks
 from ..spark.frames import (
+    SkipReport,
     as_column,
     describe,
     empty_frame,
@@ -42,6 +43,7 @@ from ..txn.pipeline import StagedCommit
 from .columns import schema_with_new_fields
 from .common import guarded
 from .dml import change_context, run_grouped_changes
+from .mergekeys import SourceBounds, equi_keys
 
 MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE = "matched", "notMatched", "notMatchedBySource"
 T_PRESENT, S_PRESENT, CLAUSE = "__lance_t", "__lance_s", "__lance_clause"
@@ -207,8 +209,11 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
             ctx = change_context(spark, snap, assigned=plan.assigned_any, allow_duplicate_matches=only_unconditional_delete,
                                  checks=specs)
             changes = run_grouped_changes(spark, requests, ctx, key)
+            scanned = plan.scan_metrics()
         finally:
             plan.release()
+        # (the source key range the target scan was restricted to, for history())
+        run_params = dict(params, **({"targetKeyRange": plan.pruned_by} if plan.pruned_by else {}))
         op = Update(
             removed_fragment_ids=sorted(changes.removed),
             updated_fragments=changes.updated_fragments(snap),
@@ -217,7 +222,7 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
             fields_for_preserving_frag_bitmap=[f.id for f in snap.schema.fields],
             update_mode=REWRITE_ROWS,
             affected_rows=changes.affected,
-            description=dict(params, strategy=plan.strategy),
+            description=dict(run_params, strategy=plan.strategy),
         )
         metrics = {
             "numSourceRows": source_rows,
@@ -229,12 +234,13 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
             "numAddedFragments": len(op.new_fragments),
             "bytesWritten": changes.deletion_bytes(snap.store)
             + sum(df.file_size_bytes for f in op.new_fragments for df in f.files),
+            **scanned,
         }
         if add_columns is None:
-            return guarded(StagedCommit(op, metrics, params), disk)
+            return guarded(StagedCommit(op, metrics, run_params), disk)
         metrics["numAddedColumns"] = len(new_fields)
         return guarded(StagedCommit(
-            op, metrics, params, before=[add_columns],
+            op, metrics, run_params, before=[add_columns],
             finish=lambda results: metrics.update(schemaEvolvedInVersion=results[0].version),
         ), disk)
 
@@ -288,6 +294,11 @@ class MergePlan:
         self.kinds = {c.kind for c in clauses}
         self.strategy = "shuffle"
         self._cached: list[DataFrame] = []
+        #: Where the target scan reports what it read after data skipping.
+        self.report = SkipReport(self.disk)
+        #: The source key range the target was restricted to (None: not pruned).
+        self.pruned_by: str | None = None
+        self.reads_nothing = False
 
     # --------------------------------------------------------------- analysis
     def analyze(self) -> list[str]:
@@ -320,25 +331,17 @@ class MergePlan:
     def requests(self, broadcast_limit: int):
         """(change requests, group key, number of source rows)."""
         narrow = self.analyze()
-        on_disk = set(self.disk.schema.names)
-        target = scan_frame(self.spark, self.disk, [c for c in narrow if c in on_disk], [ROW_ADDR])
-        for c in narrow:
-            if c not in on_disk:  # added by schema evolution: null in every existing row
-                target = target.withColumn(c, F.lit(None).cast(self.types[c]))
-        target = self._scoped(target, NOT_MATCHED_BY_SOURCE, "t").withColumn(T_PRESENT, F.lit(True))
         key = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.spark_partition_id()).otherwise(
             F.shiftright(F.col(ROW_ADDR), 32)
         )
         cond = as_column(self.condition)
-        if broadcast_limit > 0:
-            src = self._materialized_source()
-            source_rows = src.count()
-            if source_rows <= broadcast_limit:
-                self.strategy = "broadcast"
-                return self._broadcast_requests(target, self._scoped(src, NOT_MATCHED, "s"), cond), key, source_rows
-        else:
-            source_rows = self.source.count()
-            src = self.source
+        src = self._materialized_source() if broadcast_limit > 0 else self.source
+        bounds = self._source_bounds(src)
+        source_rows = bounds.rows
+        target = self._target(narrow, bounds)
+        if broadcast_limit > 0 and source_rows <= broadcast_limit:
+            self.strategy = "broadcast"
+            return self._broadcast_requests(target, self._scoped(src, NOT_MATCHED, "s"), cond), key, source_rows
         src = self._scoped(src, NOT_MATCHED, "s").withColumn(S_PRESENT, F.lit(True))
         t, s = target.alias("t"), src.alias("s")
         if NOT_MATCHED_BY_SOURCE in self.kinds and NOT_MATCHED in self.kinds:
@@ -352,6 +355,42 @@ class MergePlan:
         t_in, s_in = F.col(f"t.{T_PRESENT}").isNotNull(), F.col(f"s.{S_PRESENT}").isNotNull()
         presence = {MATCHED: t_in & s_in, NOT_MATCHED: s_in & ~t_in, NOT_MATCHED_BY_SOURCE: t_in & ~s_in}
         return self._select(joined, presence, F.col(f"t.{ROW_ADDR}")), key, source_rows
+
+    def _source_bounds(self, src: DataFrame) -> SourceBounds:
+        """The source's row count and, when the target may be pruned, the
+        bounds of its join keys (one aggregate). Target pruning is off when a
+        NOT MATCHED BY SOURCE clause must see every target row."""
+        on_disk = set(self.disk.schema.names)
+        keys = []
+        if NOT_MATCHED_BY_SOURCE not in self.kinds:
+            keys = [(t, s) for t, s in equi_keys(describe(self.condition), self.table_cols, src.columns) if t in on_disk]
+        return SourceBounds(src, keys, self.types)
+
+    def _target(self, narrow: list[str], bounds: SourceBounds) -> DataFrame:
+        """The target rows the merge reads: columns ``narrow`` (+ row
+        address), restricted to the source's key range when there is one
+        (pushed to the scan: data skipping drops the zones outside it)."""
+        on_disk = set(self.disk.schema.names)
+        target = scan_frame(self.spark, self.disk, [c for c in narrow if c in on_disk], [ROW_ADDR],
+                            skip_report=self.report.path)
+        if bounds.keys:
+            self.pruned_by = bounds.describe()
+            if bounds.matches_nothing:
+                self.reads_nothing = True
+                target = target.where(F.lit(False))
+            else:
+                target = target.where(bounds.target_filter())
+        for c in narrow:
+            if c not in on_disk:  # added by schema evolution: null in every existing row
+                target = target.withColumn(c, F.lit(None).cast(self.types[c]))
+        return self._scoped(target, NOT_MATCHED_BY_SOURCE, "t").withColumn(T_PRESENT, F.lit(True))
+
+    def scan_metrics(self) -> dict:
+        """What the target scan read (numFragmentsScanned/Skipped, numRowsScanned)."""
+        if self.reads_nothing:
+            frags = [f for f in self.disk.fragments if f.physical_rows]
+            return {"numFragmentsScanned": 0, "numFragmentsSkipped": len(frags), "numRowsScanned": 0}
+        return self.report.metrics()
 
     # ----------------------------------------------------------------- scope
     def _scoped(self, frame: DataFrame, kind: str, alias: str) -> DataFrame:
@@ -454,6 +493,7 @@ class MergePlan:
         return with_checks(out, self.checks)
 
     def release(self) -> None:
+        self.report.__exit__(None, None, None)
         for df in self._cached:
             try:
                 df.unpersist()

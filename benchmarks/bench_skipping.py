@@ -1,0 +1,166 @@
+"""Data skipping: selective delete / update / read / merge with and without a
+ZONEMAP index, vs pylance with the same index.
+
+Goals (from the data skipping issue): each operation >= 5x faster with the
+index than without; within 2x of pylance plus one empty Spark job of the
+same task count, measured in the same run.
+"""
+from __future__ import annotations
+
+import os
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import functions as F
+
+from lance_ops import LanceTable
+from lance_ops.spark.datasource import read_skip_report
+
+from .data import FILES, fresh_copy
+from .harness import Context, Result, Section, Timing, interleave
+
+TITLE = "Data skipping: zone maps for delete, update, read, merge"
+SPEEDUP_GOAL = 5.0
+PEER_GOAL = 2.0
+TS0 = 1_600_000_000_000_000  # µs
+MERGE_ROWS = 10_000
+
+
+def _table(rows: int):
+    """id ascending, ts ascending (1 s apart), a double and a string; batches of 1M rows."""
+    step = 1 << 20
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", "UTC")), ("f0", pa.float64()), ("s", pa.string())])
+    for lo in range(0, rows, step):
+        ids = np.arange(lo, min(rows, lo + step), dtype=np.int64)
+        yield pa.record_batch([
+            pa.array(ids), pa.array(TS0 + ids * 1_000_000, pa.timestamp("us", "UTC")),
+            pa.array(np.random.default_rng(lo).random(len(ids))), pa.array([f"name-{i}" for i in ids]),
+        ], schema=schema)
+
+
+def _bases(ctx: Context) -> dict[str, str]:
+    """Untimed: the plain table (pylance writes it: 40 fragments), a copy with
+    ZONEMAPs made by lance_ops' createIndex, one with pylance's."""
+    rows = ctx.rows
+    plain = ctx.scratch("skip-plain.lance")
+    schema = next(_table(1)).schema
+    lance.write_dataset(pa.RecordBatchReader.from_batches(schema, _table(rows)), plain,
+                        max_rows_per_file=-(-rows // FILES), enable_stable_row_ids=True)
+    ours = fresh_copy(plain, ctx.scratch("skip-ours.lance"))
+    t = LanceTable(ctx.spark, ours)
+    t.createIndex("id", "ZONEMAP")
+    t.createIndex("ts", "ZONEMAP")
+    peer = fresh_copy(plain, ctx.scratch("skip-pylance.lance"))
+    ds = lance.dataset(peer)
+    ds.create_scalar_index("id", "ZONEMAP")
+    lance.dataset(peer).create_scalar_index("ts", "ZONEMAP")
+    return {"indexed": ours, "no index": plain, "pylance": peer}
+
+
+def _empty_job(spark, tasks: int) -> None:
+    """A Spark job of ``tasks`` Python tasks that do nothing (the fixed cost
+    of scheduling a job like ours)."""
+    spark.range(0, tasks, 1, tasks).mapInArrow(lambda it: it, "id long").collect()
+
+
+def run(ctx: Context) -> Section:
+    spark = ctx.spark
+    rows = ctx.rows
+    bases = _bases(ctx)
+    paths = {k: ctx.scratch(f"skip-run-{k.replace(' ', '')}.lance") for k in bases}
+    a = rows // 2 + rows // 7
+    width = 10_000
+    lo_ts = rows // 3
+    n_read = max(1, rows // 1000)
+    ts_lit = lambda i: f"TIMESTAMP_MICROS({TS0 + i * 1_000_000})"  # noqa: E731
+    read_pred = f"ts BETWEEN {ts_lit(lo_ts)} AND {ts_lit(lo_ts + n_read - 1)}"
+    pylance_read = (f"ts BETWEEN to_timestamp({(TS0 // 1_000_000) + lo_ts}) AND "
+                    f"to_timestamp({(TS0 // 1_000_000) + lo_ts + n_read - 1})")
+    delete_pred = f"id BETWEEN {a} AND {a + width}"
+    merge_ids = np.arange(a, a + 2 * MERGE_ROWS, 2, dtype=np.int64)
+    src = next(_table(1)).schema.empty_table()
+    src = pa.table({"id": merge_ids, "ts": pa.array(TS0 + merge_ids * 1_000_000, pa.timestamp("us", "UTC")),
+                    "f0": np.zeros(len(merge_ids)), "s": [f"merged-{i}" for i in merge_ids]}, schema=src.schema)
+    src_path = os.path.join(ctx.scratch_dir, "skip-merge-source.parquet")
+    pq.write_table(src, src_path)
+    section = Section(TITLE, _description(ctx, delete_pred, read_pred))
+
+    def fresh(name):
+        fresh_copy(bases[name], paths[name])
+
+    def ours(name):
+        return LanceTable(spark, paths[name])
+
+    def merge_ours(name):
+        return (ours(name).merge(spark.read.parquet(src_path), "t.id = s.id")
+                .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+
+    report = os.path.join(ctx.scratch_dir, "skip-read.json")
+
+    def read_ours(name):
+        # (only the indexed run reports: the note below describes it)
+        df = spark.read.format("lance").load(bases[name])
+        if name == "indexed":
+            df = spark.read.format("lance").option("skipReport", report).load(bases[name])
+        return df.where(read_pred).agg(F.count("*"), F.sum("f0")).collect()[0][0]
+
+    ops = {
+        f"delete {delete_pred}": (
+            lambda k: ours(k).delete(delete_pred),
+            lambda: lance.dataset(paths["pylance"]).delete(delete_pred), True),
+        f"update {delete_pred}": (
+            lambda k: ours(k).update(delete_pred, {"f0": "f0 + 1"}),
+            lambda: lance.dataset(paths["pylance"]).update({"f0": "f0 + 1"}, where=delete_pred), True),
+        f"read WHERE ts BETWEEN … ({n_read:,} rows)": (
+            read_ours,
+            lambda: lance.dataset(bases["pylance"]).to_table(filter=pylance_read, columns=["f0"]).num_rows, False),
+        f"merge of {MERGE_ROWS // 1000}k upserts, clustered keys": (
+            merge_ours,
+            lambda: lance.dataset(paths["pylance"]).merge_insert("id").when_matched_update_all()
+            .when_not_matched_insert_all().execute(src), True),
+    }
+    read_ours("indexed")
+    tasks = max(1, read_skip_report(report)["numTasks"])
+    empty = ctx.timeit(lambda: _empty_job(spark, tasks), warmup=True)
+    for name, (fn, peer, writes) in ops.items():
+        fns = {"indexed": lambda fn=fn: fn("indexed"), "no index": lambda fn=fn: fn("no index"), "pylance": peer}
+        t = interleave(fns, ctx.repeat, warmup=not writes, setup=fresh if writes else None)
+        info = t["indexed"].value
+        notes = ""
+        if hasattr(info, "metrics"):
+            m = info.metrics
+            notes = (f"indexed read {m['numFragmentsScanned']} fragments / {m['numRowsScanned']:,} rows "
+                     f"(skipped {m['numFragmentsSkipped']})")
+            plain = t["no index"].value.metrics
+            notes += f"; without the index {plain['numFragmentsScanned']} / {plain['numRowsScanned']:,}"
+        elif os.path.exists(report):
+            rec = read_skip_report(report)
+            notes = f"indexed read {rec['numFragmentsScanned']} fragments / {rec['numRowsScanned']:,} rows in {rec['numTasks']} tasks"
+        section.add(Result(f"{name}: index vs no index", t["indexed"], "lance_ops without the index",
+                           t["no index"], "rate", SPEEDUP_GOAL, notes))
+        peer_plus = Timing([p + empty.best for p in t["pylance"].runs])
+        section.add(Result(f"{name}: vs pylance + empty job", t["indexed"], "pylance + one empty Spark job",
+                           peer_plus, "time", PEER_GOAL, f"pylance alone {t['pylance']} s"))
+    section.note(f"empty Spark job of {tasks} Python task(s): {empty} s")
+    section.note(ctx.memory_note())
+    return section
+
+
+def _description(ctx: Context, delete_pred: str, read_pred: str) -> str:
+    return f"""\
+Table: {ctx.rows:,} rows in {FILES} fragments written by pylance (stable row ids): `id` ascending, `ts`
+ascending (one second apart), `f0` double, `s` string. Three copies: without an index, with ZONEMAPs on
+`id` and `ts` made by `LanceTable.createIndex` (lance_ops runs on it), and with pylance's own
+`create_scalar_index(col, "ZONEMAP")` (pylance runs on it). Every write starts from a fresh copy (untimed).
+
+- **delete**: `{delete_pred}`; **update**: `f0 = f0 + 1` where the same; **read**: `{read_pred}` through the
+  data source (count + sum of `f0`) vs pylance `to_table(filter=...)`; **merge**: {MERGE_ROWS:,} source rows
+  (every second id of a 20k-id range, all matching) upserted with
+  `merge(src, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll()` (source read from Parquet)
+  vs pylance `merge_insert("id")` (source in memory).
+
+Ratios: *rate* = seconds without the index / seconds with it (goal ≥ {SPEEDUP_GOAL:g}); *time* = lance_ops
+seconds / (pylance seconds + one empty Spark job of the read's task count) (goal ≤ {PEER_GOAL:g}).
+Best of {ctx.repeat} runs."""
