@@ -61,7 +61,9 @@ def local_session(app_name: str = "lance_ops", master: str = "local[2]", conf: d
     for k, v in {**DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    from .jvm import set_log_level
+
+    set_log_level(spark, "WARN")
     from .datasource import register
 
     register(spark)
