@@ -1,0 +1,94 @@
+"""Every kind of operation through Spark Connect, compared with the same
+operations on the classic session and with pylance.
+
+The Connect client runs in a process of its own (a Connect session turns the
+whole Python process into Connect mode: pyspark's functions then build
+Connect columns, which the classic ``spark`` fixture cannot use); the server
+is started by the test session on 127.0.0.1 (``connect_server``). Each
+operation runs once per mode -- the classic suites are not re-run."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import lance
+import pytest
+
+from tests.connect import scenario
+
+pytestmark = pytest.mark.spark
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def run_client(python: str, url: str, base: str, env: dict | None = None) -> dict:
+    out = os.path.join(base, "result.json")
+    os.makedirs(base, exist_ok=True)
+    proc = subprocess.run([python, os.path.join(HERE, "client.py"), url, base, out], cwd=ROOT,
+                          env=env or dict(os.environ), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"Connect client failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    with open(out) as f:
+        return json.load(f)
+
+
+def _without(metrics: dict, *keys) -> dict:
+    return {k: v for k, v in metrics.items() if k not in keys}
+
+
+def compare(classic: dict, remote: dict, classic_base: str, remote_base: str) -> None:
+    assert [s["step"] for s in remote["steps"]] == [s["step"] for s in classic["steps"]]
+    for c, r in zip(classic["steps"], remote["steps"]):
+        assert (r.get("version"), r.get("readVersion"), r.get("operation")) == \
+            (c.get("version"), c.get("readVersion"), c.get("operation")), c["step"]
+        # planInspection: the one metric that may differ -- it says how the
+        # Connect run took its plan-dependent decisions.
+        assert _without(r.get("metrics", {}), "planInspection") == _without(c.get("metrics", {}), "planInspection"), \
+            c["step"]
+    for key in ("read", "beforeCompaction", "afterCompaction", "final", "count", "version", "history", "vacuumed"):
+        assert remote[key] == classic[key], key
+    # Executor-side lance_ops errors arrive as themselves, message included.
+    for kind in ("constraint", "udf"):
+        c, r = classic["errors"][kind], remote["errors"][kind]
+        assert r["class"] == c["class"] and r["class"] in ("ConstraintViolationError", "SchemaMismatchError"), (kind, r)
+        assert r["module"] == "lance_ops.errors"
+        assert r["message"].replace(remote_base, "<base>") == c["message"].replace(classic_base, "<base>")
+        assert r["fields"] == c["fields"]
+    assert remote["errors"]["sql"]["class"] == classic["errors"]["sql"]["class"] == "AnalysisException"
+    # pylance reads both tables the same, at every version.
+    cp, rp = os.path.join(classic_base, "t.lance"), os.path.join(remote_base, "t.lance")
+    for v in range(1, classic["version"] + 1):
+        ct, rt = lance.dataset(cp, version=v).to_table(), lance.dataset(rp, version=v).to_table()
+        assert rt.schema == ct.schema, v
+        assert sorted(rt.to_pylist(), key=repr) == sorted(ct.to_pylist(), key=repr), v
+    final = lance.dataset(rp).to_table()
+    assert final.num_rows == remote["count"]
+    assert sorted([list(r.values()) for r in final.to_pylist()], key=repr) == \
+        sorted([[v if v is None or isinstance(v, (int, float)) else str(v) for v in r] for r in remote["final"]], key=repr)
+
+
+@pytest.fixture(scope="module")
+def classic_run(spark, tmp_path_factory):
+    base = str(tmp_path_factory.mktemp("classic"))
+    return base, scenario.run(spark, base)
+
+
+def test_every_operation_through_connect_matches_classic(connect_server, classic_run, tmp_path):
+    classic_base, classic = classic_run
+    remote_base = str(tmp_path / "connect")
+    remote = run_client(sys.executable, connect_server.url, remote_base)
+    assert remote["client"]["pyspark"] == classic_pyspark_version()
+    compare(classic, remote, classic_base, remote_base)
+    # What took another path under Connect is reported, not silent.
+    how = {s["step"]: s.get("metrics", {}).get("planInspection") for s in remote["steps"]}
+    assert how["delete"] == how["update"] == how["addColumns expr"] == "explain"
+    assert how["merge"] == "none"  # (expression ids: all target columns read)
+    assert all("planInspection" not in s.get("metrics", {}) for s in classic["steps"])
+
+
+def classic_pyspark_version() -> str:
+    import pyspark
+
+    return pyspark.__version__
