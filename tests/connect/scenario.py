@@ -11,10 +11,19 @@ executors -- compared across the two modes and with pylance by
 from __future__ import annotations
 
 import os
+import time
+
+_clock = [0.0]
+
+
+def _lap() -> float:
+    now = time.monotonic()
+    took, _clock[0] = now - _clock[0], now
+    return round(took, 3)
 
 
 def _info(step: str, info) -> dict:
-    return {"step": step, "version": info.version, "readVersion": info.readVersion,
+    return {"step": step, "seconds": _lap(), "version": info.version, "readVersion": info.readVersion,
             "operation": info.operation, "metrics": dict(info.metrics)}
 
 
@@ -44,13 +53,15 @@ def run(spark, base: str) -> dict:
     steps = out["steps"]
 
     df = spark.range(0, 200, 1, 2).selectExpr("id", "id * 2 AS x", "cast(id % 7 AS string) AS s")
+    _lap()
     t = LanceTable.create(spark, p, df, stableRowIds=True, maxRowsPerFragment=60)
-    steps.append({"step": "create", "version": t.version})
+    steps.append({"step": "create", "version": t.version, "seconds": _lap()})
     steps.append(_info("append", t.append(spark.range(200, 260, 1, 1).selectExpr("id", "id * 2 AS x", "'a' AS s"))))
     spark.range(260, 280, 1, 1).selectExpr("id", "id * 2 AS x", "'w' AS s").write.format("lance").mode("append").save(p)
     t = LanceTable(spark, p)
-    steps.append({"step": "write.format(lance)", "version": t.version})
+    steps.append({"step": "write.format(lance)", "version": t.version, "seconds": _lap()})
     out["read"] = _rows(spark.read.format("lance").load(p).where("x > 500"))
+    _lap()
     steps.append(_info("delete", t.delete("x % 10 = 4")))
     steps.append(_info("delete column", t.delete(F.col("id") > 270)))
     steps.append(_info("update", t.update("id < 20", {"x": "x + 1000", "s": F.lit("u")})))
@@ -63,19 +74,22 @@ def run(spark, base: str) -> dict:
         readColumns=["x"], outputSchema="z long")))
     steps.append(_info("rewriteColumns", t.rewriteColumns({"y": "y + 1"}, "id < 50")))
     out["beforeCompaction"] = _rows(t.toDF(withRowId=True))
+    _lap()
     steps.append(_info("compaction", t.optimize().executeCompaction(targetRowsPerFragment=1000)))
     out["afterCompaction"] = _rows(t.toDF(withRowId=True, withLineage=True))
     steps.append(_info("restore", t.restoreToVersion(t.version - 2)))
     steps.append(_info("addConstraint", t.addConstraint("x_nonneg", "x >= 0")))
     # Errors raised inside executor tasks come back as lance_ops errors.
-    out["errors"]["constraint"] = _error(lambda: t.append(spark.range(900, 903).selectExpr(
+    out["errors"]["constraint"] = _error(lambda: t.append(spark.range(900, 901, 1, 1).selectExpr(
         "id", "-id AS x", "'bad' AS s", "0L AS y", "0L AS z")))
     out["errors"]["udf"] = _error(lambda: t.addColumns(
         lambda b: pa.RecordBatch.from_arrays([pa.array([1], pa.int64())], names=["w"]),
         readColumns=["x"], outputSchema="w long"))
     out["errors"]["sql"] = _error(lambda: t.delete("no_such_column > 1"))
+    _lap()
     removed = t.vacuum(retentionHours=0, enforceRetentionDuration=False)
     out["vacuumed"] = len(removed)
+    steps.append({"step": "vacuum", "version": t.version, "seconds": _lap()})
     out["final"] = _rows(t.toDF())
     out["count"] = t.count()
     out["version"] = t.version
