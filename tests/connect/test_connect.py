@@ -96,3 +96,29 @@ def classic_pyspark_version() -> str:
     import pyspark
 
     return pyspark.__version__
+
+
+def test_jobs_cli_through_connect(connect_server, spark, tmp_path):
+    """``python -m jobs compact/vacuum`` with --remote and with SPARK_REMOTE:
+    the job process talks to the server only (results checked with pylance)."""
+    from lance_ops import LanceTable
+
+    p = str(tmp_path / "small.lance")
+    LanceTable.create(spark, p, spark.range(0, 40, 1, 4).selectExpr("id", "id * 2 AS x"), maxRowsPerFragment=10)
+    expected = sorted(lance.dataset(p).to_table().to_pylist(), key=repr)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop("SPARK_REMOTE", None)
+    r = subprocess.run([sys.executable, "-m", "jobs", "compact", "--table", p, "--target-rows", "100",
+                        "--remote", connect_server.url, "--quiet"], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    ds = lance.dataset(p)
+    assert out["tables"][0]["status"] == "done" and ds.version == 3  # (ReserveFragments + Rewrite)
+    assert len(ds.get_fragments()) == 1
+    assert sorted(ds.to_table().to_pylist(), key=repr) == expected
+    r = subprocess.run([sys.executable, "-m", "jobs", "vacuum", "--table", p, "--retention-hours", "0",
+                        "--no-retention-check", "--quiet"], cwd=ROOT, env=dict(env, SPARK_REMOTE=connect_server.url),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert [v["version"] for v in lance.dataset(p).versions()] == [3]
