@@ -122,3 +122,39 @@ def test_jobs_cli_through_connect(connect_server, spark, tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert [v["version"] for v in lance.dataset(p).versions()] == [3]
+
+
+THIN_PYTHON = os.path.join(ROOT, ".venv-thin", "bin", "python")
+
+
+def _path_without_java() -> str:
+    dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+            if d and not os.path.exists(os.path.join(d, "java"))]
+    return os.pathsep.join(dirs)
+
+
+def test_thin_client_without_pyspark_or_java(connect_server, classic_run, tmp_path):
+    """The same operations from the thin-client environment (``make
+    thin-client``: pyspark-client 4.2.0 + lance_ops, no pyspark package) with
+    no Java on PATH, against the 4.3.0 server; results equal the classic run's
+    and pylance's."""
+    assert os.path.exists(THIN_PYTHON), "the thin-client environment is missing: run `make thin-client`"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAVA_HOME", "SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")}
+    env["PATH"] = _path_without_java()
+    probe = subprocess.run([THIN_PYTHON, "-c", "import importlib.metadata as m, importlib.util as u, shutil; "
+                            "print(m.version('pyspark-client'), u.find_spec('pyspark.core') is None, shutil.which('java'))"],
+                           env=env, capture_output=True, text=True)
+    assert probe.stdout.split() == ["4.2.0", "True", "None"], probe.stdout + probe.stderr
+    try:
+        import importlib.metadata as md
+
+        md.distribution("pyspark-client")
+        raise AssertionError("pyspark-client is installed next to pyspark in the main environment")
+    except md.PackageNotFoundError:
+        pass
+    classic_base, classic = classic_run
+    remote_base = str(tmp_path / "thin")
+    remote = run_client(THIN_PYTHON, connect_server.url, remote_base, env=env)
+    assert remote["client"] == {"pyspark": "4.2.0", "java": False}
+    compare(classic, remote, classic_base, remote_base)
