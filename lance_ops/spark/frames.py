@@ -204,6 +204,36 @@ def referenced_attributes(frame: DataFrame, exprs: Iterable) -> set[int] | None:
     return {i for i, _ in refs}
 
 
+def referenced_alias_columns(frame: DataFrame, exprs: Iterable, alias: str, target: DataFrame) -> set[str] | None:
+    """Columns of ``target`` (a frame aliased ``alias`` inside ``frame``)
+    that ``exprs`` reference when analyzed over ``frame``: Catalyst's
+    expression ids on a classic session; under Connect both come from one
+    EXPLAIN text (ids of separately analyzed Connect plans do not line up).
+    None: cannot tell (the caller reads every column)."""
+    cols = [as_column(e) for e in exprs]
+    if not cols:
+        return set()
+    if not jvm.is_connect(frame.sparkSession):
+        ids = referenced_attributes(frame, cols)
+        if ids is None:
+            return None
+        out = output_attributes(target)
+        return {out[i] for i in ids if i in out}
+    projected = frame.select(*cols)
+    _ = projected.schema
+    try:
+        analyzed = plans.explain_sections(projected).get("Analyzed Logical Plan", "")
+        ids = plans.project_reference_ids(analyzed)
+        out = plans.aliased_relation_output(analyzed, alias)
+    except Exception:
+        ids = out = None
+    if ids is None or out is None:
+        _record("none")
+        return None
+    _record("explain")
+    return {out[i] for i in ids if i in out}
+
+
 def output_attributes(frame: DataFrame) -> dict[int, str]:
     """exprId -> column name of a frame's output attributes ({} without a
     JVM plan)."""

@@ -72,3 +72,43 @@ _SHUFFLE_OR_SORT = re.compile(r"\b(Exchange|Sort|SortMergeJoin|ShuffledHashJoin|
 def keeps_partitions(physical: str) -> bool:
     """True when a physical plan has no shuffle or sort."""
     return not _SHUFFLE_OR_SORT.search(physical)
+
+
+
+
+def project_reference_ids(analyzed: str) -> set[int] | None:
+    """Expression ids the top ``Project`` of an analyzed plan reads (None:
+    not a plain, untruncated projection)."""
+    lines = [ln for ln in analyzed.splitlines() if ln.strip()]
+    if len(lines) < 2:
+        return None
+    top = lines[1]
+    if not top.startswith("Project [") or "more field" in top:
+        return None
+    if re.search(r"\b(scalar-subquery|exists#|list#|outer\()", top):
+        return None
+    body = re.sub(r" AS [^#]*?#\d+L?(?=[,\]])", "", top)
+    return {int(m.group(1)) for m in re.finditer(r"#(\d+)L?", body)}
+
+
+def aliased_relation_output(analyzed: str, alias: str) -> dict[int, str] | None:
+    """exprId -> name of the output of the relation under ``SubqueryAlias
+    <alias>`` (a ``LocalRelation`` / ``LogicalRDD``: the empty frames lance_ops analyzes
+    expressions over); None where the text is not that shape."""
+    lines = analyzed.splitlines()
+    for i, ln in enumerate(lines):
+        if re.search(r"SubqueryAlias " + re.escape(alias) + r"\s*$", ln):
+            for nxt in lines[i + 1:i + 2]:
+                # (Connect: LocalRelation <empty>, [...]; classic: LogicalRDD [...], false)
+                m = re.search(r"\b(?:LocalRelation|LogicalRDD)\b[^\[]*\[([^\]]*)\]", nxt)
+                if not m or "more field" in m.group(1):
+                    return None
+                out = {}
+                for part in m.group(1).split(", "):
+                    a = re.fullmatch(r"(.+)#(\d+)L?", part.strip())
+                    if not a:
+                        return None
+                    out[int(a.group(2))] = a.group(1)
+                return out
+            return None
+    return None

@@ -88,7 +88,7 @@ def test_every_operation_through_connect_matches_classic(connect_server, classic
     # What took another path under Connect is reported, not silent.
     how = {s["step"]: s.get("metrics", {}).get("planInspection") for s in remote["steps"]}
     assert how["delete"] == how["update"] == how["addColumns expr"] == "explain"
-    assert how["merge"] == "none"  # (expression ids: all target columns read)
+    assert how["merge"] == "explain"
     assert all("planInspection" not in s.get("metrics", {}) for s in classic["steps"])
 
 

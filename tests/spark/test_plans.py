@@ -45,3 +45,27 @@ def test_keeps_partitions_explain_matches_executed_plan(spark):
 def test_unreadable_plan_text_means_unknown():
     assert plans.project_references("a: int\nAggregate [x#1], [x#1]\n", ["x"]) is None
     assert plans.project_references("a: int\nProject [a#1, ... 30 more fields]\n", ["a"]) is None
+
+
+MERGE_EXPRS = [
+    ["t.id = s.id"], ["t.id = s.id", "t.x + s.x"], ["t.id = s.id AND t.y > 0", "s.y"], ["s.x + 1"],
+    ["t.id = s.id", "coalesce(t.s, s.s)"],
+]
+
+
+@pytest.mark.parametrize("exprs", MERGE_EXPRS, ids=[str(e) for e in MERGE_EXPRS])
+def test_merge_target_columns_explain_matches_catalyst(spark, exprs):
+    """What a merge reads of the target (expression ids of the aliased
+    target inside the join): the EXPLAIN text gives Catalyst's answer."""
+    from lance_ops.spark.frames import output_attributes, referenced_attributes
+
+    t = spark.createDataFrame([], "id long, x long, y long, s string").alias("t")
+    s = spark.createDataFrame([], "id long, x long, y long, s string").alias("s")
+    joined = t.join(s, as_column("t.id = s.id"), "fullouter")
+    ids = referenced_attributes(joined, exprs)
+    out = output_attributes(t)
+    catalyst = {out[i] for i in ids if i in out}
+    analyzed = plans.explain_sections(joined.select(*[as_column(e) for e in exprs]))["Analyzed Logical Plan"]
+    text_ids, text_out = plans.project_reference_ids(analyzed), plans.aliased_relation_output(analyzed, "t")
+    assert text_ids is not None and text_out is not None
+    assert {text_out[i] for i in text_ids if i in text_out} == catalyst
