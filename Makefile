@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup demo test test-fast test-slow bench protos lint clean
+.PHONY: setup thin-client demo test test-fast test-slow bench protos lint clean
 
 setup: $(STAMP)
 
@@ -17,10 +17,29 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# A second environment for the thin-client test: the JVM-free Spark Connect
+# client (pyspark-client) and lance_ops, WITHOUT pyspark (the two packages
+# must never share an environment: pyspark-client's files overwrite pyspark's).
+THIN ?= .venv-thin
+THIN_PINS := pyspark-client==4.2.0 pylance==14.0.2 pyarrow==26.0.1 protobuf==7.36.2 pyroaring==1.2.0 \
+	fsspec==2026.9.0 numpy==2.4.6 pandas==2.3.3 sqlglot==30.30.0 grpcio==1.85.1 grpcio-status==1.85.1 \
+	googleapis-common-protos==1.76.0 zstandard==0.25.0
+THIN_STAMP := $(THIN)/.installed-$(shell echo '$(THIN_PINS)' | cat - pyproject.toml | cksum | cut -d' ' -f1)
+
+thin-client: $(THIN_STAMP)
+
+$(THIN_STAMP): pyproject.toml
+	test -x $(THIN)/bin/python || $(PYTHON) -m venv $(THIN)
+	$(THIN)/bin/python -m pip install -q $(THIN_PINS)
+	$(THIN)/bin/python -m pip install -q --no-deps -e .
+	$(THIN)/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('pyspark.core') is not None)"
+	rm -f $(THIN)/.installed-*
+	touch $@
+
 demo: setup
 	$(PY) jobs/demo.py ./demo-data
 
-test: setup
+test: setup thin-client
 	$(PY) -m pytest -q tests
 
 test-fast: setup

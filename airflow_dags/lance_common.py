@@ -7,7 +7,9 @@ runs, and the operators that run it.
 * Spark work runs through ``SparkSubmitOperator`` (the Apache Spark provider,
   ``python -m jobs`` as the application) when a Spark connection is named in
   ``LANCE_OPS_SPARK_CONN_ID`` (and exists); otherwise in the task's own
-  process with a local session (``LANCE_OPS_SPARK_MASTER``, default
+  process: through Spark Connect when ``SPARK_REMOTE`` /
+  ``LANCE_OPS_SPARK_REMOTE`` is ``sc://host:port`` (no Java needed on the
+  scheduler), else with a local session (``LANCE_OPS_SPARK_MASTER``, default
   ``local[2]``).
 
 The DAGs call only lance_ops' public API and the jobs CLI.
@@ -74,7 +76,15 @@ def submit(task_id: str, args: list, conn_id: str, **kw):
 
 
 def local_spark():
-    """The in-process Spark session of a task (created once per process)."""
+    """The Spark session of a task (created once per process): a Spark
+    Connect session when ``SPARK_REMOTE`` (or ``LANCE_OPS_SPARK_REMOTE``) names
+    a server -- a scheduler machine without Java runs maintenance against a
+    cluster that way -- else an in-process local one."""
+    remote = os.environ.get("LANCE_OPS_SPARK_REMOTE") or os.environ.get("SPARK_REMOTE")
+    if remote:
+        from lance_ops.spark.session import remote_session
+
+        return remote_session(remote, "lance_ops-airflow")
     from lance_ops.spark.session import local_session
 
     return local_session("lance_ops-airflow", master=os.environ.get("LANCE_OPS_SPARK_MASTER", "local[2]"))

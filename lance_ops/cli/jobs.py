@@ -45,6 +45,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--table", action="append", default=[], metavar="URI", help="table URI (repeatable)")
     p.add_argument("--tables", metavar="FILE", help="YAML or JSON file listing tables")
     p.add_argument("--master", help="Spark master (default local[2], or spark-submit's)")
+    p.add_argument("--remote", default=os.environ.get("SPARK_REMOTE"), metavar="sc://HOST:PORT",
+                   help="run through a Spark Connect server (default $SPARK_REMOTE; no local JVM needed)")
     p.add_argument("--conf", action="append", default=[], metavar="K=V", help="Spark conf (repeatable)")
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="storage option (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="report what would be done; commit nothing")
@@ -163,6 +165,12 @@ def _source(args) -> tuple:
 def spark_session(args):
     from ..spark.session import DEFAULT_CONF, ensure_python_env
 
+    if getattr(args, "remote", None):
+        if args.master:
+            raise SystemExit("give either --master or --remote, not both")
+        from ..spark.session import remote_session
+
+        return remote_session(args.remote, f"lance_ops {args.command}", _pairs(args.conf, "--conf"))
     ensure_python_env()
     from pyspark.sql import SparkSession
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..spark.frames import inspection_metric, recording_inspection
 from ..spark.progress import spark_job
 from ..txn.log import Snapshot
 from ..txn.pipeline import StagedCommit
@@ -25,9 +26,31 @@ def labelled(spark, name: str, uri: str, prepare: Callable[[Snapshot], StagedCom
         attempts[0] += 1
         label = ", ".join(x for x in (step, f"attempt {attempts[0]}" if attempts[0] > 1 else "") if x)
         with spark_job(spark, name, uri, snap.version if snap is not None else None, label):
-            return prepare(snap)
+            with recording_inspection() as seen:
+                staged = prepare(snap)
+        return _report_inspection(staged, inspection_metric(seen))
 
     return run
+
+
+def _report_inspection(staged: StagedCommit | None, how: str | None) -> StagedCommit | None:
+    """Say in the metrics when a plan-dependent decision (column pruning,
+    changes in the scan's tasks) was not taken from Catalyst's plan objects:
+    ``planInspection`` "explain" (EXPLAIN text, Spark Connect) or "none" (the
+    general path: every column read / a shuffle by fragment). Classic
+    sessions ("jvm") add nothing."""
+    if staged is None or how in (None, "jvm"):
+        return staged
+    staged.metrics["planInspection"] = how
+    after = staged.metrics_after
+    if after is not None:
+        def metrics_after(result):
+            out = after(result)
+            out["planInspection"] = how
+            return out
+
+        staged.metrics_after = metrics_after
+    return staged
 
 
 def guarded(staged: StagedCommit | None, snap: Snapshot | None) -> StagedCommit | None:

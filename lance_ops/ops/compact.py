@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 
+import pyarrow as pa
 from pyroaring import BitMap
 
 from ..format.indexremap import EXTEND, REMAP, compaction_rule
@@ -39,6 +40,7 @@ from ..format.proto import table_pb2
 from ..format.proto.transaction_pb2 import Transaction
 from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
 from ..spark.errors import executor_errors
+from ..spark.fanout import run_tasks
 from ..spark.rewrite import IndexRemapTask, RewriteContext, rewrite_group
 from ..txn.compaction import CompactionOptions, group_metrics, plan_compaction
 from ..txn.log import Snapshot
@@ -46,6 +48,9 @@ from ..txn.operations import ReserveFragments, Rewrite, RewriteGroup
 from ..txn.pipeline import StagedCommit
 
 log = logging.getLogger("lance_ops")
+
+#: What each compaction task returns: its group number and new fragments.
+_GROUP_RESULT = pa.schema([("i", pa.int32()), ("frags", pa.list_(pa.binary()))])
 
 
 class OptimizeBuilder:
@@ -107,11 +112,9 @@ def compact(spark, opts: CompactionOptions):
             file_version=snap.data_format_version, max_rows_per_fragment=opts.max_rows_per_fragment,
         )
         payload = [(i, [f.SerializeToString() for f in g]) for i, g in enumerate(groups)]
-        with executor_errors():
-            rows = spark.sparkContext.parallelize(payload, len(payload)).map(
-                lambda item: (item[0], rewrite_group(ctx, item[1]))
-            ).collect()
-        written = dict(rows)
+        rows = run_tasks(spark, payload, lambda item: [(item[0], rewrite_group(ctx, item[1]))],
+                         "i int, frags array<binary>", _GROUP_RESULT)
+        written = {i: [bytes(b) for b in frags] for i, frags in rows}
         new_frags = [[table_pb2.DataFragment.FromString(b) for b in written[i]] for i in range(len(groups))]
         n_new = sum(len(g) for g in new_frags)
         op = Rewrite([RewriteGroup(copy_messages(old), new) for old, new in zip(groups, new_frags)], allow_partial=True)

@@ -45,6 +45,7 @@ from ..spark.columnfiles import (
 )
 from ..spark.constraints import referenced, specs_for, with_checks
 from ..spark.errors import executor_errors
+from ..spark.fanout import run_tasks
 from ..spark.frames import (
     as_column,
     check_condition,
@@ -223,9 +224,9 @@ class _UdfColumns:
         ctx.transform = _checked_udf(self.fn, spark_arrow_schema(self.spark_schema))
         task = function_column_files(ctx, self.read_columns, data_cols, meta, arrow_in, snap.stable_row_ids)
         groups = fragment_groups(snap.fragments, rows_per_partition(spark, snap.num_rows()))
-        with executor_errors():
-            rows = spark.sparkContext.parallelize(groups, max(1, len(groups))).flatMap(task).collect()
-        return parse_results(rows)
+        rows = run_tasks(spark, groups, task, "kind string, payload binary",
+                         pa.schema([("kind", pa.string()), ("payload", pa.binary())]))
+        return parse_results([(k, bytes(p)) for k, p in rows])
 
 
 def _checked_udf(fn: Callable, target: pa.Schema) -> Callable[[pa.RecordBatch], pa.RecordBatch]:

@@ -31,8 +31,7 @@ from ..spark.frames import (
     as_column,
     describe,
     empty_frame,
-    output_attributes,
-    referenced_attributes,
+    referenced_alias_columns,
     scan_frame,
     table_spark_schema,
 )
@@ -317,14 +316,13 @@ class MergePlan:
             if exprs:
                 _ = scope[c.kind].select(*[as_column(e) for e in exprs]).schema  # forces analysis (lazy in Connect)
                 in_scope[c.kind] += exprs
-        t_attrs = output_attributes(t_empty)
         referenced: set[str] = set()
         for kind in (MATCHED, NOT_MATCHED_BY_SOURCE):  # (insert clauses read no target column)
-            attrs = referenced_attributes(scope[kind], in_scope[kind])
-            if attrs is None:
+            cols = referenced_alias_columns(scope[kind], in_scope[kind], "t", t_empty)
+            if cols is None:
                 referenced = set(self.table_cols)
                 break
-            referenced |= {t_attrs[i] for i in attrs if i in t_attrs}
+            referenced |= cols
         return [c for c in self.table_cols if c in referenced or c in self.need_old or c in self.checked]
 
     # -------------------------------------------------------------- requests

@@ -9,7 +9,8 @@ before any data is touched.
 """
 from __future__ import annotations
 
-import re
+import contextlib
+import threading
 from typing import Iterable
 
 from pyspark.sql import Column, DataFrame
@@ -18,6 +19,7 @@ from pyspark.sql import types as T
 
 from ..format.scan import ROW_ADDR, ROW_CREATED, ROW_ID, ROW_UPDATED
 from ..txn.log import Snapshot
+from . import jvm, plans
 from .datasource import DEFAULT_ROWS_PER_PARTITION, register
 from .types import spark_schema
 
@@ -27,25 +29,8 @@ TASKS_PER_CORE = 2
 
 
 def total_cores(spark) -> int:
-    """Task slots of the cluster: N of a ``local[N]`` master, otherwise
-    executors x cores (falling back to the default parallelism)."""
-    sc = spark.sparkContext
-    master = sc.master or ""
-    if master.startswith("local"):
-        inner = master[len("local"):].strip("[]").split(",")[0]
-        if inner in ("", "*"):
-            import os
-
-            return os.cpu_count() or 1
-        try:
-            return max(1, int(inner))
-        except ValueError:
-            pass
-    conf = sc.getConf()
-    try:
-        return int(conf.get("spark.executor.instances")) * int(conf.get("spark.executor.cores", "1"))
-    except (TypeError, ValueError):
-        return max(1, int(sc.defaultParallelism))
+    """Task slots of the cluster (:func:`lance_ops.spark.jvm.total_cores`)."""
+    return jvm.total_cores(spark)
 
 
 def rows_per_partition(spark, live_rows: int) -> int:
@@ -89,39 +74,82 @@ def describe(e) -> str:
         return "true"
     if isinstance(e, str):
         return e
-    try:
-        return e._jc.toString()
-    except Exception:
-        return str(e)
+    return jvm.column_text(e)
 
 
 def empty_frame(spark, schema: T.StructType) -> DataFrame:
     return spark.createDataFrame([], schema)
 
 
+#: How the last plan inspection of this thread was decided: "jvm" (Catalyst's
+#: plan objects, classic sessions), "explain" (EXPLAIN text, Connect) or
+#: "none" (could not tell: the general path was taken). Operations report it
+#: as ``planInspection`` in their metrics.
+_inspection = threading.local()
+
+
+def _record(how: str) -> None:
+    seen = getattr(_inspection, "seen", None)
+    if seen is not None:
+        seen.add(how)
+
+
+@contextlib.contextmanager
+def recording_inspection():
+    """Collect how the plan inspections inside the block were decided; yields
+    a set ("jvm" / "explain" / "none")."""
+    prev = getattr(_inspection, "seen", None)
+    _inspection.seen = set()
+    try:
+        yield _inspection.seen
+    finally:
+        if prev is not None:
+            prev |= _inspection.seen
+        _inspection.seen = prev
+
+
+def inspection_metric(seen: set) -> str | None:
+    """The worst of the recorded ways ("none" > "explain" > "jvm")."""
+    for how in ("none", "explain", "jvm"):
+        if how in seen:
+            return how
+    return None
+
+
 def referenced_columns(frame: DataFrame, exprs: Iterable) -> list[str]:
     """Top-level columns of ``frame`` that ``exprs`` reference (in frame order).
 
     Analyzes ``frame.select(*exprs)`` -- raising Spark's own error for bad SQL --
-    and asks Catalyst for the attributes the projection references. Falls back
-    to every column where the JVM plan is not reachable (e.g. Spark Connect).
+    and asks Catalyst for the attributes the projection references (classic
+    sessions), or reads them from the analyzed plan's EXPLAIN text (Spark
+    Connect). Falls back to every column where neither can tell.
     """
     cols = [as_column(e) for e in exprs]
     if not cols:
         return []
     projected = frame.select(*cols)
+    if jvm.is_connect(frame.sparkSession):
+        _ = projected.schema  # analysis errors surface here, as Spark's own
+        try:
+            found = plans.project_references(plans.explain_sections(projected).get("Analyzed Logical Plan", ""),
+                                             frame.columns)
+        except Exception:
+            found = None
+        if found is None:
+            _record("none")
+            return list(frame.columns)
+        _record("explain")
+        return [c for c in frame.columns if c in set(found)]
     try:
-        plan = projected._jdf.queryExecution().analyzed()
-        it = plan.references().toSeq().iterator()
-        names = set()
-        while it.hasNext():
-            names.add(it.next().name())
+        refs = jvm.analyzed_references(projected)
     except Exception:
+        refs = None
+    if refs is None:
+        _record("none")
         return list(frame.columns)
+    _record("jvm")
+    names = {n for _, n in refs}
     return [c for c in frame.columns if c in names]
-
-
-_SHUFFLE_OR_SORT = re.compile(r"\b(Exchange|Sort|SortMergeJoin|ShuffledHashJoin|CartesianProduct)\b")
 
 
 def keeps_scan_partitions(df: DataFrame) -> bool:
@@ -129,48 +157,90 @@ def keeps_scan_partitions(df: DataFrame) -> bool:
     rows in scan order -- no shuffle or sort on the way (broadcast joins are
     fine: the scan side streams through). Jobs that change a fragment in the
     task that scanned it depend on this; otherwise they must shuffle by
-    fragment. Unknown (no JVM plan at hand): False."""
+    fragment. Read from the executed plan (classic) or the EXPLAIN physical
+    plan (Connect: the same text). Unknown: False (the general path)."""
     try:
-        # The executed plan: shuffles and sorts are added when preparing it.
-        plan = df._jdf.queryExecution().executedPlan().toString()
+        if jvm.is_connect(df.sparkSession):
+            plan = plans.explain_sections(df).get("Physical Plan")
+            how = "explain"
+        else:
+            # The executed plan: shuffles and sorts are added when preparing it.
+            plan = jvm.executed_plan(df)
+            how = "jvm"
     except Exception:
+        plan = None
+    if not plan:
+        _record("none")
         return False
-    return not _SHUFFLE_OR_SORT.search(plan)
+    _record(how)
+    return plans.keeps_partitions(plan)
 
 
 def check_condition(frame: DataFrame, condition) -> None:
     """Analyze ``condition`` as a filter over ``frame``: Spark raises its own
     error for bad SQL or a non-boolean condition, before any work is done."""
     if condition is not None:
-        frame.where(as_column(condition))
+        _ = frame.where(as_column(condition)).schema  # (lazy in Connect until asked)
 
 
 def referenced_attributes(frame: DataFrame, exprs: Iterable) -> set[int] | None:
     """Expression ids of the attributes ``exprs`` reference when analyzed over
-    ``frame`` (None where the JVM plan is not reachable). Raises Spark's own
-    error for bad SQL."""
+    ``frame`` (None where the JVM plan is not reachable, e.g. Spark Connect:
+    expression ids of separately analyzed Connect plans do not line up).
+    Raises Spark's own error for bad SQL."""
     cols = [as_column(e) for e in exprs]
     if not cols:
         return set()
     projected = frame.select(*cols)
     try:
-        it = projected._jdf.queryExecution().analyzed().references().toSeq().iterator()
-        out = set()
-        while it.hasNext():
-            out.add(it.next().exprId().id())
-        return out
+        refs = jvm.analyzed_references(projected)
     except Exception:
+        refs = None
+    if refs is None:
+        _ = projected.schema
+        _record("none")
         return None
+    _record("jvm")
+    return {i for i, _ in refs}
+
+
+def referenced_alias_columns(frame: DataFrame, exprs: Iterable, alias: str, target: DataFrame) -> set[str] | None:
+    """Columns of ``target`` (a frame aliased ``alias`` inside ``frame``)
+    that ``exprs`` reference when analyzed over ``frame``: Catalyst's
+    expression ids on a classic session; under Connect both come from one
+    EXPLAIN text (ids of separately analyzed Connect plans do not line up).
+    None: cannot tell (the caller reads every column)."""
+    cols = [as_column(e) for e in exprs]
+    if not cols:
+        return set()
+    if not jvm.is_connect(frame.sparkSession):
+        ids = referenced_attributes(frame, cols)
+        if ids is None:
+            return None
+        out = output_attributes(target)
+        return {out[i] for i in ids if i in out}
+    projected = frame.select(*cols)
+    _ = projected.schema
+    try:
+        analyzed = plans.explain_sections(projected).get("Analyzed Logical Plan", "")
+        ids = plans.project_reference_ids(analyzed)
+        out = plans.aliased_relation_output(analyzed, alias)
+    except Exception:
+        ids = out = None
+    if ids is None or out is None:
+        _record("none")
+        return None
+    _record("explain")
+    return {out[i] for i in ids if i in out}
 
 
 def output_attributes(frame: DataFrame) -> dict[int, str]:
-    """exprId -> column name of a frame's output attributes."""
-    it = frame._jdf.queryExecution().analyzed().output().iterator()
-    out = {}
-    while it.hasNext():
-        a = it.next()
-        out[a.exprId().id()] = a.name()
-    return out
+    """exprId -> column name of a frame's output attributes ({} without a
+    JVM plan)."""
+    try:
+        return jvm.analyzed_output(frame) or {}
+    except Exception:
+        return {}
 
 
 def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(ROW_ADDR,), split_fragments: bool = True,

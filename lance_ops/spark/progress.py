@@ -17,47 +17,139 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 import time
 import uuid
 
+from . import jvm
+
 log = logging.getLogger("lance_ops.progress")
+
+
+#: Tag on every Spark job lance_ops starts: ``spark.interruptTag(TAG)`` cancels
+#: all of this session's lance_ops jobs (classic and Connect alike).
+TAG = "lance_ops"
+
+
+def _tag_part(text: str) -> str:
+    # Spark tags may not contain commas (nor be empty).
+    return re.sub(r"[,\s]+", "_", text) or "_"
+
+
+def operation_tag(operation: str) -> str:
+    """The tag of every job of one kind of operation (``lance_ops-delete``)."""
+    return f"{TAG}-{_tag_part(operation)}"
 
 
 @contextlib.contextmanager
 def spark_job(spark, operation: str, uri: str, version: int | None, step: str = "", interval: float = 10.0):
-    """Run the Spark jobs of one step of an operation under a job group whose
-    description names the operation, table and version."""
-    sc = spark.sparkContext
+    """Run the Spark jobs of one step of an operation labelled with the
+    operation, table and version: a job group and description on a classic
+    session, and on both kinds of session the tags ``lance_ops``,
+    ``lance_ops-<operation>`` and the step's own tag (yielded as ``.tag``),
+    which ``spark.interruptTag`` cancels. Under Spark Connect the description
+    is also the tag (Connect has no job groups) and progress comes from the
+    client's progress handlers instead of the status tracker."""
     group = f"lance_ops-{operation}-{uuid.uuid4().hex[:8]}"
     at = f" v{version}" if version is not None else ""
     desc = f"lance_ops {operation} {uri}{at}" + (f": {step}" if step else "")
-    prev_group = sc.getLocalProperty("spark.jobGroup.id")
-    prev_desc = sc.getLocalProperty("spark.job.description")
-    prev_interrupt = sc.getLocalProperty("spark.job.interruptOnCancel")
-    sc.setJobGroup(group, desc, interruptOnCancel=False)
-    stop = threading.Event()
     label = f"{operation} {uri}{at}" + (f" -> {step}" if step else "")
-    monitor = threading.Thread(
-        target=_monitor, args=(sc, group, label, stop, interval), name="lance_ops-progress", daemon=True
-    )
-    monitor.start()
+    step_tag = _tag_part(f"{group} {uri}{at}" + (f" {step}" if step else ""))
+    tags = [TAG, operation_tag(operation), step_tag]
+    added = _add_tags(spark, tags)
+    stop = threading.Event()
     started = time.monotonic()
+    handler = None
+    monitor = None
     try:
-        yield desc
+        with jvm.job_group(spark, group, desc):
+            tracker = jvm.status_tracker(spark)
+            if tracker is not None:
+                monitor = threading.Thread(
+                    target=_monitor, args=(tracker, group, label, stop, interval), name="lance_ops-progress", daemon=True
+                )
+                monitor.start()
+            else:
+                handler = _connect_progress(spark, label, interval)
+            try:
+                yield JobLabel(desc, step_tag)
+            finally:
+                stop.set()
+                if monitor is not None:
+                    monitor.join(timeout=5)
+                if handler is not None:
+                    with contextlib.suppress(Exception):
+                        spark.removeProgressHandler(handler)
     finally:
-        stop.set()
-        monitor.join(timeout=5)
-        sc.setLocalProperty("spark.jobGroup.id", prev_group)
-        sc.setLocalProperty("spark.job.description", prev_desc)
-        sc.setLocalProperty("spark.job.interruptOnCancel", prev_interrupt)
+        for t in added:
+            with contextlib.suppress(Exception):
+                spark.removeTag(t)
         log.debug("%s finished in %.1fs", label, time.monotonic() - started)
 
 
-def _monitor(sc, group: str, label: str, stop: threading.Event, interval: float) -> None:
+class JobLabel(str):
+    """The job description (a str, as before), with the step's tag."""
+
+    def __new__(cls, desc: str, tag: str):
+        obj = super().__new__(cls, desc)
+        obj.tag = tag
+        return obj
+
+
+def _add_tags(spark, tags) -> list[str]:
+    try:
+        present = set(spark.getTags())
+    except Exception:
+        present = set()
+    added = []
+    for t in tags:
+        if t in present:
+            continue  # (a nested step: the outer one removes it)
+        try:
+            spark.addTag(t)
+            added.append(t)
+        except Exception:  # labels must never break the operation
+            pass
+    return added
+
+
+def _connect_progress(spark, label: str, interval: float):
+    """A Connect progress handler logging each stage once when it completes
+    (and a line every ``interval`` seconds for long ones), as the classic
+    monitor does. None where the session has no progress handlers."""
+    reported: set[int] = set()
+    first_seen: dict[int, float] = {}
+    last_line: dict[int, float] = {}
+
+    def handler(stages, inflight_tasks, operation_id, done):
+        try:
+            now = time.monotonic()
+            for st in stages or ():
+                if st.stage_id in reported:
+                    continue
+                first_seen.setdefault(st.stage_id, now)
+                if st.num_tasks and (st.done or st.num_completed_tasks >= st.num_tasks):
+                    reported.add(st.stage_id)
+                    log.info("%s: stage %d done, %d/%d tasks in %.1fs", label, st.stage_id,
+                             st.num_completed_tasks, st.num_tasks, now - first_seen[st.stage_id])
+                elif now - last_line.get(st.stage_id, first_seen[st.stage_id]) >= interval:
+                    last_line[st.stage_id] = now
+                    log.info("%s: stage %d running, %d/%d tasks done", label, st.stage_id,
+                             st.num_completed_tasks, st.num_tasks)
+        except Exception:
+            pass
+
+    try:
+        spark.registerProgressHandler(handler)
+    except Exception:
+        return None
+    return handler
+
+
+def _monitor(tracker, group: str, label: str, stop: threading.Event, interval: float) -> None:
     """Poll the status tracker; log each stage once when it completes, and a
     line for stages that run longer than ``interval``."""
-    tracker = sc.statusTracker()
     reported: set[int] = set()
     first_seen: dict[int, float] = {}
     last_line: dict[int, float] = {}

@@ -61,7 +61,37 @@ def local_session(app_name: str = "lance_ops", master: str = "local[2]", conf: d
     for k, v in {**DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    from .jvm import set_log_level
+
+    set_log_level(spark, "WARN")
+    from .datasource import register
+
+    register(spark)
+    return spark
+
+
+#: Confs a Connect client may set on its session (runtime SQL confs; the rest
+#: of DEFAULT_CONF belongs to the server's own configuration).
+REMOTE_CONF_PREFIXES = ("spark.sql.", "spark.lance_ops.")
+
+
+def remote_session(url: str | None = None, app_name: str = "lance_ops", conf: dict | None = None):
+    """A Spark Connect session to ``url`` (``sc://host:port``; default the
+    ``SPARK_REMOTE`` environment variable) with lance_ops' runtime confs and
+    the ``lance`` data source registered. Needs no JVM on this machine: works
+    with ``pyspark-client`` as with ``pyspark[connect]``. The server's Python
+    workers must be able to import lance_ops (installed on the workers, or
+    shipped with ``spark.addArtifacts(path, pyfile=True)``)."""
+    url = url or os.environ.get("SPARK_REMOTE")
+    if not url:
+        raise ValueError("remote_session needs a Connect URL (sc://host:port) or SPARK_REMOTE")
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.remote(url).appName(app_name)
+    for k, v in {**DEFAULT_CONF, **(conf or {})}.items():
+        if k.startswith(REMOTE_CONF_PREFIXES):
+            builder = builder.config(k, v)
+    spark = builder.getOrCreate()
     from .datasource import register
 
     register(spark)

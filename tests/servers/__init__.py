@@ -233,3 +233,82 @@ class SparkCluster:
     def stop(self) -> None:
         for proc in reversed(self.procs):
             stop_pid(proc, 20)
+
+
+class ConnectServer:
+    """A Spark Connect server on 127.0.0.1 (``local[2]``), started with
+    pyspark's own ``sbin/start-connect-server.sh`` and stopped by the PID its
+    daemon script records. Its Python workers run ``python`` (the project's
+    interpreter by default: lance_ops "installed on the workers")."""
+
+    def __init__(self, workdir: str, python: str | None = None, master: str = "local[2]"):
+        import pyspark
+
+        self.workdir = workdir
+        self.python = python or sys.executable
+        self.master = master
+        self.spark_home = os.path.dirname(pyspark.__file__)
+        self.pid: int | None = None
+
+    def _env(self) -> dict:
+        return dict(os.environ, SPARK_HOME=self.spark_home, SPARK_LOCAL_IP="127.0.0.1",
+                    SPARK_LOG_DIR=self.workdir, SPARK_PID_DIR=self.workdir, SPARK_IDENT_STRING="lance_ops-tests",
+                    PYSPARK_PYTHON=self.python, PYSPARK_DRIVER_PYTHON=self.python)
+
+    def start(self) -> "ConnectServer":
+        self.port = free_port()
+        conf = {
+            "spark.connect.grpc.binding.address": "127.0.0.1",
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+            "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
+            "spark.sql.python.filterPushdown.enabled": "true", "spark.sql.session.timeZone": "UTC",
+            "spark.driver.memory": "1g", "spark.python.worker.reuse": "true",
+        }
+        args = ["bash", os.path.join(self.spark_home, "sbin", "start-connect-server.sh"), "--master", self.master]
+        for k, v in conf.items():
+            args += ["--conf", f"{k}={v}"]
+        subprocess.run(args, env=self._env(), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                       timeout=60)
+        pid_files = glob.glob(os.path.join(self.workdir, "spark-*.pid"))
+        if not pid_files:
+            raise RuntimeError(f"start-connect-server.sh wrote no PID file in {self.workdir}")
+        with open(pid_files[0]) as f:
+            self.pid = int(f.read().strip())
+        logs = glob.glob(os.path.join(self.workdir, "*.out"))
+
+        def ready() -> bool:
+            os.kill(self.pid, 0)  # (raises once the server died: the wait ends)
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return True
+
+        try:
+            _wait(ready, 180, "Spark Connect server", None, logs[0] if logs else None)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"sc://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.pid is None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            self.pid = None
+            return
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            os.kill(self.pid, signal.SIGKILL)
+        self.pid = None

@@ -1,0 +1,42 @@
+"""Fan out driver-planned tasks to executors through a DataFrame job.
+
+RDDs (``sparkContext.parallelize``) do not exist under Spark Connect, so work
+that is planned on the driver -- a compaction group, a group of fragments to
+compute a column for -- runs as ``spark.range(0, n, 1, n).mapInArrow(...)``:
+one partition (so one Spark task) per item, the items themselves shipped in
+the task function's closure (small: serialized fragment metadata), and each
+task returning Arrow rows. The same code runs on classic and Connect
+sessions; executor errors travel as lance_ops errors (``executor_task``).
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import pyarrow as pa
+
+from .errors import executor_errors, executor_task
+
+
+def run_tasks(spark, items: Sequence, fn: Callable[[object], list[tuple]], schema: str,
+              arrow_schema: pa.Schema) -> list[tuple]:
+    """``fn(item)`` for every item, one Spark task each; returns all the rows
+    (tuples matching ``arrow_schema``; ``schema``: the same as Spark DDL)."""
+    items = list(items)
+    if not items:
+        return []
+
+    @executor_task
+    def run(batches):
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                rows = fn(items[i])
+                if rows:
+                    cols = list(zip(*rows))
+                    yield pa.RecordBatch.from_arrays(
+                        [pa.array(list(c), f.type) for c, f in zip(cols, arrow_schema)], schema=arrow_schema
+                    )
+
+    n = len(items)
+    with executor_errors():
+        out = spark.range(0, n, 1, n).mapInArrow(run, schema).collect()
+    return [tuple(r) for r in out]

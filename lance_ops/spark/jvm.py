@@ -1,0 +1,166 @@
+"""The one place lance_ops reaches into the JVM of a classic Spark session.
+
+A Spark Connect session (``SparkSession.builder.remote(...)``, or the
+``pyspark-client`` package with no JVM at all) has no ``sparkContext``, no
+RDDs and no ``_jdf`` / ``_jvm``. Every use of those lives here, behind
+:func:`is_connect`, and each function has an answer for a Connect session
+too (or returns ``None`` so the caller takes its general path).
+``tests/spark/test_jvm_boundary.py`` fails if any other module of the package
+mentions them.
+
+What differs under Connect (all of it reported, none of it silent):
+
+* log level: left to the server (``setLogLevel`` is a driver call);
+* task slots: from the ``spark.master`` / executor confs the server reports;
+* plan inspection: from ``EXPLAIN`` text (:mod:`lance_ops.spark.plans`)
+  instead of the analyzed / executed plan objects;
+* progress: Connect's progress handlers instead of the status tracker; job
+  labels through tags (``spark.addTag``) instead of a job group.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+
+
+def is_connect(spark) -> bool:
+    """True for a Spark Connect session (the in-process remote one of
+    pyspark, or ``pyspark-client``'s): decided by the session's class, so it
+    holds whatever ``SPARK_CONNECT_MODE_ENABLED`` says."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def session_of(df):
+    return df.sparkSession
+
+
+def set_log_level(spark, level: str) -> bool:
+    """``setLogLevel`` on a classic session; a Connect server keeps its own
+    (False: not changed)."""
+    if is_connect(spark):
+        return False
+    spark.sparkContext.setLogLevel(level)
+    return True
+
+
+def _conf(spark, key: str):
+    try:
+        return spark.conf.get(key, None)
+    except Exception:
+        return None
+
+
+def total_cores(spark) -> int:
+    """Task slots of the cluster: N of a ``local[N]`` master, otherwise
+    executors x cores (falling back to the default parallelism). Classic
+    sessions read the SparkContext; Connect sessions the confs the server
+    reports (same values: the session conf holds the Spark conf)."""
+    if is_connect(spark):
+        master = _conf(spark, "spark.master") or ""
+        get = lambda k, d=None: _conf(spark, k) or d  # noqa: E731
+        default_parallelism = get("spark.default.parallelism") or get("spark.sql.shuffle.partitions", "2")
+    else:
+        sc = spark.sparkContext
+        master = sc.master or ""
+        conf = sc.getConf()
+        get = conf.get
+        default_parallelism = sc.defaultParallelism
+    if master.startswith("local"):
+        inner = master[len("local"):].strip("[]").split(",")[0]
+        if inner in ("", "*"):
+            return os.cpu_count() or 1
+        try:
+            return max(1, int(inner))
+        except ValueError:
+            pass
+    try:
+        return int(get("spark.executor.instances")) * int(get("spark.executor.cores", "1"))
+    except (TypeError, ValueError):
+        try:
+            return max(1, int(default_parallelism))
+        except (TypeError, ValueError):
+            return 2
+
+
+def column_text(col) -> str:
+    """The text of a Column's expression (``(x > 5)``): the JVM's rendering
+    on a classic session, the client's expression tree under Connect."""
+    jc = getattr(col, "_jc", None)
+    if jc is not None:
+        try:
+            return jc.toString()
+        except Exception:
+            pass
+    text = str(col)
+    if text.startswith("Column<'") and text.endswith("'>"):
+        return text[len("Column<'"):-2]
+    return text
+
+
+def analyzed_references(projected) -> list[tuple[int, str]] | None:
+    """(exprId, name) of the attributes the analyzed plan of ``projected`` (a
+    ``select``) references; None where there is no JVM plan (Connect)."""
+    jdf = getattr(projected, "_jdf", None)
+    if jdf is None:
+        return None
+    it = jdf.queryExecution().analyzed().references().toSeq().iterator()
+    out = []
+    while it.hasNext():
+        a = it.next()
+        out.append((a.exprId().id(), a.name()))
+    return out
+
+
+def analyzed_output(frame) -> dict[int, str] | None:
+    """exprId -> name of a frame's output attributes (None: no JVM plan)."""
+    jdf = getattr(frame, "_jdf", None)
+    if jdf is None:
+        return None
+    it = jdf.queryExecution().analyzed().output().iterator()
+    out = {}
+    while it.hasNext():
+        a = it.next()
+        out[a.exprId().id()] = a.name()
+    return out
+
+
+def executed_plan(df) -> str | None:
+    """The executed (physical) plan's text; None where there is no JVM plan."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return None
+    return jdf.queryExecution().executedPlan().toString()
+
+
+# ------------------------------------------------------------------ jobs
+
+
+@contextlib.contextmanager
+def job_group(spark, group: str, desc: str):
+    """Classic sessions: a job group with this description for the block
+    (restoring the previous one after). Connect sessions have no job groups:
+    the caller tags the operation instead (a no-op here)."""
+    if is_connect(spark):
+        yield
+        return
+    sc = spark.sparkContext
+    prev = [sc.getLocalProperty(k) for k in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")]
+    sc.setJobGroup(group, desc, interruptOnCancel=False)
+    try:
+        yield
+    finally:
+        for k, v in zip(("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"), prev):
+            sc.setLocalProperty(k, v)
+
+
+def status_tracker(spark):
+    """The SparkContext's status tracker (None under Connect)."""
+    if is_connect(spark):
+        return None
+    return spark.sparkContext.statusTracker()
+
+
+def master(spark) -> str:
+    if is_connect(spark):
+        return _conf(spark, "spark.master") or "connect"
+    return spark.sparkContext.master

@@ -1,0 +1,114 @@
+"""What a query plan says, read from ``EXPLAIN`` text: the plan inspection
+of a session without a JVM at hand (Spark Connect).
+
+A classic session asks Catalyst directly (:mod:`lance_ops.spark.jvm`). A
+Connect client only gets the plan as text (``df.explain(True)``: parsed,
+analyzed, optimized and physical plans -- one round trip, no data), so the
+two decisions lance_ops takes from plans are read from that text:
+
+* which columns a projection references (column pruning): the ``name#id``
+  attributes of the analyzed plan's top ``Project``; where the text is not
+  that shape (or truncated: ``... more fields``) the answer is None and the
+  caller reads every column (correct, just wider);
+* whether a DataFrame keeps its scan partitions (no exchange or sort in the
+  physical plan), which decides between changing fragments in the scan's
+  tasks and a shuffle by fragment.
+
+Each function returns None when it cannot tell; callers then take the general
+path and record that they did (``planInspection`` in the operation metrics).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+
+_SECTION = re.compile(r"^== (.+?) ==\s*$", re.M)
+
+
+def explain_sections(df) -> dict[str, str]:
+    """``{"Parsed Logical Plan": text, "Analyzed Logical Plan": ..., ...}``
+    of ``df.explain(True)`` (public API: the same on classic and Connect)."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        df.explain(True)
+    return split_sections(buf.getvalue())
+
+
+def split_sections(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    marks = list(_SECTION.finditer(text))
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        out[m.group(1)] = text[m.end():end].strip("\n")
+    return out
+
+
+def project_references(analyzed: str, names) -> list[str] | None:
+    """Names (of ``names``) that the top ``Project`` of an analyzed plan
+    references; None when the plan is not a plain projection or its text is
+    truncated."""
+    lines = [ln for ln in analyzed.splitlines() if ln.strip()]
+    if len(lines) < 2:
+        return None
+    top = lines[1]  # (line 0: the output schema)
+    if not top.startswith("Project [") or "more field" in top:
+        return None
+    # Subqueries and outer references put attributes below the top line.
+    if re.search(r"\b(scalar-subquery|exists#|list#|outer\()", top):
+        return None
+    # Drop the output aliases (" AS name#id"): only inputs count.
+    body = re.sub(r" AS [^#]*?#\d+L?(?=[,\]])", "", top)
+    found = []
+    for n in names:
+        if re.search(r"(?<![\w`.])" + re.escape(n) + r"#\d+", body):
+            found.append(n)
+    return found
+
+
+_SHUFFLE_OR_SORT = re.compile(r"\b(Exchange|Sort|SortMergeJoin|ShuffledHashJoin|CartesianProduct)\b")
+
+
+def keeps_partitions(physical: str) -> bool:
+    """True when a physical plan has no shuffle or sort."""
+    return not _SHUFFLE_OR_SORT.search(physical)
+
+
+
+
+def project_reference_ids(analyzed: str) -> set[int] | None:
+    """Expression ids the top ``Project`` of an analyzed plan reads (None:
+    not a plain, untruncated projection)."""
+    lines = [ln for ln in analyzed.splitlines() if ln.strip()]
+    if len(lines) < 2:
+        return None
+    top = lines[1]
+    if not top.startswith("Project [") or "more field" in top:
+        return None
+    if re.search(r"\b(scalar-subquery|exists#|list#|outer\()", top):
+        return None
+    body = re.sub(r" AS [^#]*?#\d+L?(?=[,\]])", "", top)
+    return {int(m.group(1)) for m in re.finditer(r"#(\d+)L?", body)}
+
+
+def aliased_relation_output(analyzed: str, alias: str) -> dict[int, str] | None:
+    """exprId -> name of the output of the relation under ``SubqueryAlias
+    <alias>`` (a ``LocalRelation`` / ``LogicalRDD``: the empty frames lance_ops analyzes
+    expressions over); None where the text is not that shape."""
+    lines = analyzed.splitlines()
+    for i, ln in enumerate(lines):
+        if re.search(r"SubqueryAlias " + re.escape(alias) + r"\s*$", ln):
+            for nxt in lines[i + 1:i + 2]:
+                # (Connect: LocalRelation <empty>, [...]; classic: LogicalRDD [...], false)
+                m = re.search(r"\b(?:LocalRelation|LogicalRDD)\b[^\[]*\[([^\]]*)\]", nxt)
+                if not m or "more field" in m.group(1):
+                    return None
+                out = {}
+                for part in m.group(1).split(", "):
+                    a = re.fullmatch(r"(.+)#(\d+)L?", part.strip())
+                    if not a:
+                        return None
+                    out[int(a.group(2))] = a.group(1)
+                return out
+            return None
+    return None
