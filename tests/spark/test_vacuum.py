@@ -197,6 +197,9 @@ def test_vacuum_after_compaction(spark, tmp_path):
     t.delete("id % 3 = 0")
     t.optimize().executeCompaction(targetRowsPerFragment=100)
     age_table(p, 10 * DAY)
+    # a fresh handle: age_table rewrote the manifests in place, which a handle
+    # that cached them (manifests are immutable) would not see
+    t = LanceTable(spark, p)
     removed = t.vacuum(retentionHours=24, enforceRetentionDuration=False)
     assert versions_of(p) == [t.version]
     assert any(r.startswith("_deletions/") for r in removed) and not os.listdir(os.path.join(p, "_deletions"))
