@@ -8,7 +8,13 @@ import pytest
 from google.protobuf import any_pb2
 from pyroaring import BitMap
 
-from lance_ops.errors import CommitConflictError, CorruptTableError, InvalidArgumentError, LanceOpsError, UnsupportedFeatureError
+from lance_ops.errors import (
+    CommitConflictError,
+    CorruptTableError,
+    InvalidArgumentError,
+    LanceOpsError,
+    UnsupportedFeatureError,
+)
 from lance_ops.format import rowids
 from lance_ops.format.manifest import ManifestFile
 from lance_ops.format.naming import ManifestNaming
