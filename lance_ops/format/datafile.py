@@ -239,15 +239,17 @@ def data_file_uri(where, rel: str, data_file: table_pb2.DataFile) -> str:
         hit = _URI_CACHE.get(key)
     if hit is not None:
         return hit
+    if "\x00" in rel:  # (a damaged manifest: no file system takes this name)
+        raise CorruptTableError(f"the manifest names a data file with a NUL byte in its path: {rel!r}")
     try:
         actual = where.size(rel) if recorded else None
     except FileNotFoundError as e:
-        raise CorruptTableError("data file is missing", where.path(rel)) from e
+        raise CorruptTableError("data file named by the manifest is missing", where.path(rel)) from e
     if actual is None or actual == recorded:
         try:
             uri = staging.reader_uri(rel)
         except FileNotFoundError as e:
-            raise CorruptTableError("data file is missing", where.path(rel)) from e
+            raise CorruptTableError("data file named by the manifest is missing", where.path(rel)) from e
     elif actual < recorded:
         raise CorruptTableError(
             f"data file is {actual} bytes but the manifest records {recorded} (truncated or replaced)",

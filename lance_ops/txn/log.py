@@ -92,7 +92,12 @@ class TableLog:
         the ``.txn`` file); None if neither exists."""
         mf = mf or self.read_manifest(version)
         if mf.transaction_bytes is not None:
-            return Transaction.from_bytes(mf.transaction_bytes, f"version {version} inline transaction")
+            try:
+                return Transaction.from_bytes(mf.transaction_bytes)
+            except CorruptTableError as e:
+                loc = self.handler.location(version)
+                where = self.store.path(loc.path) if loc is not None else f"manifest of version {version}"
+                raise CorruptTableError(f"{e} (the inline transaction of version {version})", where) from e
         name = mf.manifest.transaction_file
         if not name:
             return None
