@@ -58,8 +58,8 @@ FOOTER_LEN = 16
 WHOLE_FILE_BYTES = 16 * 1024 * 1024
 
 _ADVICE = (
-    "rewrite the table with a 2.x data storage version (e.g. pylance: "
-    "lance.write_dataset(lance.dataset(uri).to_table(), new_uri, data_storage_version='2.0'))"
+    "rewrite the table with a 2.x data storage version (with pylance or LanceDB, "
+    "data_storage_version='2.0')"
 )
 
 

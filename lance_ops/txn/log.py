@@ -179,8 +179,8 @@ class Snapshot:
                 f"storage version {version}: lance_ops writes data files through pylance's codec, which "
                 "writes 2.x files only, and a table cannot mix the two. delete, dropColumns, renameColumn, "
                 "setProperties, restoreToVersion, tags and vacuum work on legacy tables; to change data, "
-                "migrate the table to a 2.x data storage version first (pylance: lance.write_dataset("
-                "lance.dataset(uri).to_table(), new_uri, data_storage_version='2.0'))"
+                "migrate the table to a 2.x data storage version first (rewrite it with pylance or "
+                "LanceDB using data_storage_version='2.0')"
             )
         return version
 

@@ -31,10 +31,10 @@ def test_s3_ddb_uri_is_an_s3_table_with_a_dynamodb_store():
 
 def test_secrets_are_redacted():
     shown = redact_options({"aws_secret_access_key": "S", "aws_session_token": "T", "aws_access_key_id": "K",
-                            "commit_store": "postgresql://u:pw@h:5432/db", "aws_region": "r",
+                            "commit_store": "postgresql://u:pw@127.0.0.1:5432/db", "aws_region": "r",
                             "azure_storage_account_key": "A", "google_service_account_key": "G"})
     assert shown == {"aws_secret_access_key": "***", "aws_session_token": "***", "aws_access_key_id": "K",
-                     "commit_store": "postgresql://u:***@h:5432/db", "aws_region": "r",
+                     "commit_store": "postgresql://u:***@127.0.0.1:5432/db", "aws_region": "r",
                      "azure_storage_account_key": "***", "google_service_account_key": "***"}
     assert redact_uri("postgresql://u@h/db") == "postgresql://u@h/db"
     store = ObjectStore("s3://b/t.lance", {"aws_secret_access_key": SECRET_KEY, "aws_endpoint": "http://127.0.0.1:1"})

@@ -5,7 +5,6 @@ import os
 import shutil
 
 import lance
-import pytest
 
 import lance_ops
 from lance_ops import LanceTable
@@ -68,7 +67,7 @@ def test_magic_runs_a_script_and_shows_the_last_result(spark, tmp_path):
 
 
 def test_maintenance_notebook_runs_headless(spark, tmp_path):
-    nbformat = pytest.importorskip("nbformat", reason="test extra")  # installed by the test extras
+    import nbformat  # (the test extra)
     from nbclient import NotebookClient
 
     p = str(tmp_path / "health.lance")

@@ -20,12 +20,12 @@ def test_normalize_uri(tmp_path):
 
 def test_storage_options_split():
     fs, codec = split_storage_options("s3", {
-        "aws_access_key_id": "K", "aws_secret_access_key": "S", "aws_endpoint": "http://e", "region": "r",
+        "aws_access_key_id": "K", "aws_secret_access_key": "S", "aws_endpoint": "http://127.0.0.1:9000", "region": "r",
         "fsspec.anon": "false", "lance.allow_http": "true",
     })
-    assert fs == {"key": "K", "secret": "S", "client_kwargs": {"endpoint_url": "http://e", "region_name": "r"}, "anon": "false",
+    assert fs == {"key": "K", "secret": "S", "client_kwargs": {"endpoint_url": "http://127.0.0.1:9000", "region_name": "r"}, "anon": "false",
                   "use_listings_cache": False}
-    assert codec == {"aws_access_key_id": "K", "aws_secret_access_key": "S", "aws_endpoint": "http://e", "region": "r", "allow_http": "true"}
+    assert codec == {"aws_access_key_id": "K", "aws_secret_access_key": "S", "aws_endpoint": "http://127.0.0.1:9000", "region": "r", "allow_http": "true"}
 
 
 @pytest.mark.parametrize("uri", ["local", "memory://lance_ops-test/store"])
