@@ -67,10 +67,11 @@ class CommitHandler(ABC):
         self.store = store
 
     # ------------------------------------------------------------ discovery
-    @abstractmethod
     def list_versions(self) -> list[ManifestLocation]:
         """Every committed version, ascending (a table mixing V1 and V2 names
-        is refused with CorruptTableError)."""
+        is refused with CorruptTableError). By default: the manifests listed
+        in ``_versions/``."""
+        return _listed_versions(self.store)
 
     def latest(self) -> ManifestLocation | None:
         """The newest committed version (None: no table here)."""
@@ -90,10 +91,14 @@ class CommitHandler(ABC):
         return None
 
     # -------------------------------------------------------------- commits
-    @abstractmethod
     def commit(self, version: int, naming: ManifestNaming, data: bytes) -> ManifestLocation | None:
         """Atomically make ``data`` the manifest of ``version``. Returns its
-        location, or None when another writer committed that version first."""
+        location, or None when another writer committed that version first.
+        By default: :meth:`put_if_not_exists` of the manifest's final name."""
+        rel = naming.path(version)
+        if not self.put_if_not_exists(rel, data):
+            return None
+        return ManifestLocation(version, rel, naming, len(data))
 
     def remove_version(self, version: int, path: str) -> None:
         """Forget a version (vacuum): its manifest file, and whatever the
@@ -131,15 +136,6 @@ class LocalCommitHandler(CommitHandler):
     """Local file systems: write-then-link, so a manifest appears whole or not
     at all and an existing name is never replaced."""
 
-    def list_versions(self) -> list[ManifestLocation]:
-        return _listed_versions(self.store)
-
-    def commit(self, version, naming, data):
-        rel = naming.path(version)
-        if not self.put_if_not_exists(rel, data):
-            return None
-        return ManifestLocation(version, rel, naming, len(data))
-
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
         target = self.store.path(rel)
         d = os.path.dirname(target)
@@ -166,15 +162,6 @@ class MemoryCommitHandler(CommitHandler):
     """``memory://``: the filesystem lives in one process, so a check-and-write
     under a process-wide lock is atomic for it."""
 
-    def list_versions(self) -> list[ManifestLocation]:
-        return _listed_versions(self.store)
-
-    def commit(self, version, naming, data):
-        rel = naming.path(version)
-        if not self.put_if_not_exists(rel, data):
-            return None
-        return ManifestLocation(version, rel, naming, len(data))
-
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
         target = self.store.path(rel)
         with _MEMORY_LOCK:
@@ -187,9 +174,6 @@ class MemoryCommitHandler(CommitHandler):
 class UnsafeStoreHandler(CommitHandler):
     """A store with no put-if-not-exists lance_ops can rely on: readable,
     never committed to."""
-
-    def list_versions(self) -> list[ManifestLocation]:
-        return _listed_versions(self.store)
 
     def _refuse(self):
         raise UnsupportedFeatureError(
@@ -248,17 +232,8 @@ class ConditionalPutHandler(CommitHandler):
 
     writes_hint = False
 
-    def list_versions(self) -> list[ManifestLocation]:
-        return _listed_versions(self.store)
-
     def latest(self) -> ManifestLocation | None:
         return latest_listed(self.store)
-
-    def commit(self, version, naming, data):
-        rel = naming.path(version)
-        if not self.put_if_not_exists(rel, data):
-            return None
-        return ManifestLocation(version, rel, naming, len(data))
 
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
         self.check_conditional_writes()
