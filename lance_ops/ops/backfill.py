@@ -57,7 +57,8 @@ from ..format.scan import METADATA_COLUMNS, ROW_ADDR
 from ..results import CommitInfo
 from ..spark.columnfiles import CHANGED, ColumnFileContext, function_column_files, parse_results
 from ..spark.constraints import referenced, specs_for, with_checks
-from ..spark.errors import executor_errors, executor_task
+from ..spark.errors import executor_task
+from ..spark.fanout import run_pair_tasks
 from ..spark.frames import (
     as_column,
     describe,
@@ -66,7 +67,6 @@ from ..spark.frames import (
     scan_frame,
     total_cores,
 )
-from ..spark.rowchanges import RESULT_SCHEMA
 from ..spark.types import spark_arrow_schema, spark_schema
 from ..txn.log import Snapshot
 from ..txn.operations import DataReplacement, UpdateConfig
@@ -95,15 +95,9 @@ class _Plan:
                 raise InvalidArgumentError("backfill(fn, ...) needs readColumns=[...]")
             if output_schema is None:
                 raise InvalidArgumentError('backfill(fn, ...) needs outputSchema, e.g. "g double"')
-            schema = output_schema
-            if isinstance(schema, str):
-                schema = T._parse_datatype_string(schema)
-            if isinstance(schema, pa.Schema):
-                from pyspark.sql.pandas.types import from_arrow_schema
+            from .evolve import output_struct
 
-                schema = from_arrow_schema(schema)
-            if not isinstance(schema, T.StructType):
-                raise InvalidArgumentError("outputSchema must be a DDL string, a StructType or a pyarrow schema")
+            schema = output_struct(output_schema)
             self.exprs, self.fn = None, source
             self.read_columns = list(read_columns)
             for c in self.read_columns:
@@ -366,24 +360,5 @@ def _apply_function(frame: DataFrame, plan: _Plan):
 
 def run_fragment_tasks(spark, groups: list[list[bytes]], task: Callable) -> dict:
     """Run ``task(group)`` (-> (kind, payload) pairs) once per group of
-    serialized fragments, one Spark task each, through a plain DataFrame job
-    (no RDD: works from Spark Connect too); returns the parsed column files."""
-    if not groups:
-        return {}
-    n = len(groups)
-
-    @executor_task
-    def run(batches):
-        for b in batches:
-            for i in b.column(0).to_pylist():
-                pairs = task(groups[i])
-                if pairs:
-                    yield pa.RecordBatch.from_arrays(
-                        [pa.array([k for k, _ in pairs], pa.string()), pa.array([p for _, p in pairs], pa.binary())],
-                        names=["kind", "payload"],
-                    )
-
-    with executor_errors():
-        rows = spark.range(0, n, 1, n).mapInArrow(run, RESULT_SCHEMA).collect()
-    return parse_results([(r[0], bytes(r[1])) for r in rows])
-
+    serialized fragments, one Spark task each; returns the parsed column files."""
+    return parse_results(run_pair_tasks(spark, groups, task))

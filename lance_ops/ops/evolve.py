@@ -45,7 +45,7 @@ from ..spark.columnfiles import (
 )
 from ..spark.constraints import referenced, specs_for, with_checks
 from ..spark.errors import executor_errors
-from ..spark.fanout import run_tasks
+from ..spark.fanout import run_pair_tasks
 from ..spark.frames import (
     as_column,
     check_condition,
@@ -201,15 +201,7 @@ class _UdfColumns:
         for c in self.read_columns:
             if not snap.schema.has(c) and c not in METADATA_COLUMNS:
                 raise SchemaMismatchError(f"readColumns: unknown column {c!r}")
-        schema = self.output_schema
-        if isinstance(schema, str):
-            schema = T._parse_datatype_string(schema)
-        if isinstance(schema, pa.Schema):
-            from pyspark.sql.pandas.types import from_arrow_schema
-
-            schema = from_arrow_schema(schema)
-        if not isinstance(schema, T.StructType):
-            raise InvalidArgumentError("outputSchema must be a DDL string, a StructType or a pyarrow schema")
+        schema = output_struct(self.output_schema)
         _check_new_names(snap, schema.fieldNames())
         self.spark_schema = T.StructType(_as_nullable(schema.fields))
         return self.spark_schema.fields
@@ -224,9 +216,21 @@ class _UdfColumns:
         ctx.transform = _checked_udf(self.fn, spark_arrow_schema(self.spark_schema))
         task = function_column_files(ctx, self.read_columns, data_cols, meta, arrow_in, snap.stable_row_ids)
         groups = fragment_groups(snap.fragments, rows_per_partition(spark, snap.num_rows()))
-        rows = run_tasks(spark, groups, task, "kind string, payload binary",
-                         pa.schema([("kind", pa.string()), ("payload", pa.binary())]))
-        return parse_results([(k, bytes(p)) for k, p in rows])
+        return parse_results(run_pair_tasks(spark, groups, task))
+
+
+def output_struct(schema) -> T.StructType:
+    """``outputSchema`` of a function column (a DDL string, a StructType or a
+    pyarrow schema) as a StructType."""
+    if isinstance(schema, str):
+        schema = T._parse_datatype_string(schema)
+    if isinstance(schema, pa.Schema):
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        schema = from_arrow_schema(schema)
+    if not isinstance(schema, T.StructType):
+        raise InvalidArgumentError("outputSchema must be a DDL string, a StructType or a pyarrow schema")
+    return schema
 
 
 def _checked_udf(fn: Callable, target: pa.Schema) -> Callable[[pa.RecordBatch], pa.RecordBatch]:

@@ -30,8 +30,8 @@ import pyarrow as pa
 
 from ..format.proto import table_pb2
 from ..format.scan import ROW_ADDR, FragmentScan, scan_fragment
-from .errors import executor_errors, executor_task
-from .rowchanges import ACTION, DELETE, RESULT_SCHEMA, ChangeContext, ChangeSet, _Schemas, change_fragment
+from .fanout import run_pair_tasks
+from .rowchanges import ACTION, DELETE, ChangeContext, ChangeSet, _Schemas, change_fragment
 from .types import spark_arrow_schema, spark_schema
 
 CONF = "spark.lance_ops.arrowEval.enabled"
@@ -167,23 +167,6 @@ def arrow_delete_task(ctx: ChangeContext, cond: ArrowCondition):
 
 
 def run_arrow_changes(spark, groups, task) -> ChangeSet:
-    """``task(group)`` once per group, one Spark task each, through a plain
-    DataFrame job (no RDD: works from Spark Connect too)."""
-    if not groups:
-        return ChangeSet()
-    n = len(groups)
-
-    @executor_task
-    def run(batches):
-        for b in batches:
-            for i in b.column(0).to_pylist():
-                pairs = task(groups[i])
-                if pairs:
-                    yield pa.RecordBatch.from_arrays(
-                        [pa.array([k for k, _ in pairs], pa.string()), pa.array([p for _, p in pairs], pa.binary())],
-                        names=["kind", "payload"],
-                    )
-
-    with executor_errors():
-        rows = spark.range(0, n, 1, n).mapInArrow(run, RESULT_SCHEMA).collect()
-    return ChangeSet.from_rows([(r[0], bytes(r[1])) for r in rows])
+    """``task(group)`` once per group, one Spark task each (no RDD: works
+    from Spark Connect too)."""
+    return ChangeSet.from_rows(run_pair_tasks(spark, groups, task))

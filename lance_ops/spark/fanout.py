@@ -40,3 +40,14 @@ def run_tasks(spark, items: Sequence, fn: Callable[[object], list[tuple]], schem
     with executor_errors():
         out = spark.range(0, n, 1, n).mapInArrow(run, schema).collect()
     return [tuple(r) for r in out]
+
+
+#: Rows of tasks that report (kind, payload) pairs: written column files,
+#: row changes (see :mod:`.columnfiles`, :mod:`.rowchanges`).
+PAIRS_DDL = "kind string, payload binary"
+PAIRS_ARROW = pa.schema([("kind", pa.string()), ("payload", pa.binary())])
+
+
+def run_pair_tasks(spark, items: Sequence, fn: Callable[[object], list[tuple]]) -> list[tuple[str, bytes]]:
+    """:func:`run_tasks` for tasks returning ``(kind, payload)`` pairs."""
+    return [(k, bytes(p)) for k, p in run_tasks(spark, items, fn, PAIRS_DDL, PAIRS_ARROW)]
