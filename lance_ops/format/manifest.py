@@ -100,6 +100,10 @@ def decode_manifest_file(data: bytes, path: str = "") -> ManifestFile:
         m.ParseFromString(data[pos + 4 : pos + 4 + n])
     except DecodeError as e:
         raise CorruptTableError(f"cannot decode manifest: {e}", path) from e
+    for frag in m.fragments:
+        for df in frag.files:
+            if "\x00" in df.path:  # (no writer makes such a name: damaged bytes)
+                raise CorruptTableError(f"fragment {frag.id} names a data file with a NUL byte: {df.path!r}", path)
 
     txn_bytes = None
     if m.HasField("transaction_section"):

@@ -512,6 +512,10 @@ class Transaction:
             pb.ParseFromString(data)
         except DecodeError as e:
             raise CorruptTableError(f"cannot decode transaction: {e}", path or None) from e
+        if pb.WhichOneof("operation") is None and not pb.uuid:
+            # Every Lance writer sets a uuid; an operation we do not know
+            # (a newer Lance) still has one and reads as "Unknown".
+            raise CorruptTableError("transaction holds neither an operation nor a uuid", path or None)
         return cls.from_proto(pb)
 
     def with_read_version(self, read_version: int) -> "Transaction":

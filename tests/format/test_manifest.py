@@ -101,3 +101,30 @@ def test_feature_flags(tmp_path):
     m.reader_feature_flags |= 64
     with pytest.raises(UnsupportedFeatureError, match="data overlay"):
         check_readable(m)
+
+
+def test_damaged_names_and_empty_transaction_name_the_manifest(tmp_path):
+    """Damage only the manifest can hold (fuzzer finds): a data file path with
+    a NUL byte, and a transaction section decoding to nothing (neither an
+    operation nor a uuid: pylance refuses it as "Unsupported operation"). Both
+    are CorruptTableErrors naming the manifest, not later errors about a data
+    file."""
+    from lance_ops.txn.history import history_rows
+
+    p = str(tmp_path / "ds")
+    lance.write_dataset(pa.table({"a": [1, 2, 3]}), p)
+    path = manifest_files(p)[1]
+    mf = decode_manifest_file(open(path, "rb").read(), path)
+    m = mf.manifest
+    m.fragments[0].files[0].path = m.fragments[0].files[0].path[:4] + "\x00" + m.fragments[0].files[0].path[5:]
+    with pytest.raises(CorruptTableError, match="NUL byte") as e:
+        decode_manifest_file(encode_manifest_file(m, mf.transaction_bytes, mf.indices), path)
+    assert os.path.basename(path) in str(e.value)
+
+    mf = decode_manifest_file(open(path, "rb").read(), path)
+    open(path, "wb").write(encode_manifest_file(mf.manifest, b"", mf.indices))
+    with pytest.raises(CorruptTableError, match="neither an operation nor a uuid") as e:
+        history_rows(ObjectStore(p))
+    assert os.path.basename(path) in str(e.value)
+    with pytest.raises(ValueError, match="Unsupported operation"):
+        lance.dataset(p).get_transactions(1)
