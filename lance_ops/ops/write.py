@@ -40,6 +40,13 @@ def write_dataframe(store, df, mode: str, *, stable_row_ids: bool = True, max_ro
         rows = df
         if snap is not None:
             plan.checks = specs_for(snap)
+            if mode == "overwrite" and plan.checks:
+                # (as Delta: the table's constraints outlive an overwrite, so
+                # the new schema must keep the columns they use)
+                from .constraints import refuse_constrained
+
+                dropped = [n for n in snap.schema.names if n not in df.columns]
+                refuse_constrained(df.sparkSession, snap, dropped, "overwrite the table without")
             types = {f.name: f.dataType for f in spark_schema(snap.schema).fields if f.name in plan.missing}
             rows = with_checks(df, plan.checks, types)
         if planned is not None:

@@ -192,6 +192,32 @@ def test_constraints_are_enforced_inside_every_write(spark, tmp_path):
     assert t.dropConstraint("nope", ifExists=True) is None
 
 
+def test_constraints_outlive_overwrite_and_addColumns(spark, tmp_path):
+    """As Delta: CHECK constraints are table properties, kept by an overwrite
+    (whose rows must pass them) and by addColumns; an overwrite whose schema
+    leaves out a column a constraint uses is refused up front."""
+    path = str(tmp_path / "o.lance")
+    t = LanceTable.create(spark, path, spark.createDataFrame([(1, 1.0)], "id long, v double"))
+    t.addConstraint("positive_v", "v > 0")
+    version, files = lance.dataset(path).version, _files(path)
+    with pytest.raises(ConstraintViolationError, match="positive_v"):
+        t.overwrite(spark.createDataFrame([(2, -1.0)], "id long, v double"))
+    with pytest.raises(SchemaMismatchError, match=r"overwrite the table without column\(s\) \['v'\].*positive_v"):
+        t.overwrite(spark.createDataFrame([(2, 1.0)], "id long, w double"))
+    assert lance.dataset(path).version == version and _files(path) == files
+    assert t.overwrite(spark.createDataFrame([(2, 3.0), (3, 4.0)], "id long, v double")).operation == "Overwrite"
+    assert t.refresh().constraints() == {"positive_v": "v > 0"}
+    assert t.addColumns({"z": "v * 2"}).operation == "Merge"
+    assert t.refresh().constraints() == {"positive_v": "v > 0"}
+    with pytest.raises(ConstraintViolationError, match="zbig"):
+        t.addConstraint("zbig", "z > 7")  # z = 6.0 on one row
+    t.addConstraint("zpos", "z > 0")
+    with pytest.raises(ConstraintViolationError, match="zpos"):
+        t.append(spark.createDataFrame([(9, 1.0, -1.0)], "id long, v double, z double"))
+    assert lance.dataset(path).to_table().sort_by("id").to_pylist() == [
+        {"id": 2, "v": 3.0, "z": 6.0}, {"id": 3, "v": 4.0, "z": 8.0}]
+
+
 def test_constraint_added_concurrently_is_enforced_on_rebase(spark, tmp_path):
     path = str(tmp_path / "r.lance")
     stale = LanceTable.create(spark, path, spark.createDataFrame([(1, 1.0)], "id long, v double"))
