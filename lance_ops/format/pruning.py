@@ -299,13 +299,15 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
     return SkipPlan(ranges, skipped, sorted(used))
 
 
-def load_indices(store, indices, schema, columns=None) -> list[ColumnIndex]:
+def load_indices(store, indices, schema, columns=None, stable_row_ids: bool = False) -> list[ColumnIndex]:
     """The pruning view of a version's ``indices`` (IndexMetadata) on
     top-level columns of ``schema`` (only ``columns`` if given): zone maps,
     bitmaps, bloom filter zones. Indices of other types, on several or nested
     fields, or on types that are never pruned are left out. Files are read
     through ``lance.file`` (metadata-sized: a zone map is ~100 bytes per 8192
-    rows)."""
+    rows). A BITMAP of a table with stable row ids maps keys to row *ids*
+    (checked with pylance 14.0.2), not row addresses: their high bits are no
+    fragment id, so such bitmaps are left out (``stable_row_ids``)."""
     from .zones import (
         BITMAP,
         BLOOMFILTER,
@@ -322,6 +324,8 @@ def load_indices(store, indices, schema, columns=None) -> list[ColumnIndex]:
     for idx in indices:
         kind = index_kind(idx)
         if kind not in (ZONEMAP, BITMAP, BLOOMFILTER) or len(idx.fields) != 1 or idx.fields[0] not in top:
+            continue
+        if kind == BITMAP and stable_row_ids:
             continue
         f = top[idx.fields[0]]
         if columns is not None and f.name not in columns:
@@ -349,7 +353,8 @@ def skip_plan(snapshot, conjuncts, fragments=None) -> SkipPlan:
     conj = normalize(conjuncts, types)
     if not conj or not snapshot.indices:
         return SkipPlan({f.id: [(0, f.physical_rows)] for f in fragments}, [])
-    indices = load_indices(snapshot.store, snapshot.indices, schema, {c.column for c in conj})
+    stable = bool(getattr(snapshot, "stable_row_ids", False))
+    indices = load_indices(snapshot.store, snapshot.indices, schema, {c.column for c in conj}, stable)
     return plan(fragments, indices, conj)
 
 

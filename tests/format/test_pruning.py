@@ -71,3 +71,29 @@ def test_plan_tiles_zones_and_scans_uncovered_fragments():
     p = plan(frags, [ix], [Conjunct("i", ">", 10), Conjunct("i", "<", 120)])
     assert p.ranges[0] == [(0, 210)]
     assert p.metrics() == {"numFragmentsScanned": 2, "numFragmentsSkipped": 1, "numRowsScanned": 260}
+
+
+def test_bitmap_of_a_table_with_stable_row_ids_does_not_prune(tmp_path):
+    """pylance 14's BITMAP holds row ids when row ids are stable: id 15 is row
+    id 15, which as a row address would read "fragment 0" -- it lives in
+    fragment 1, which must not be skipped."""
+    import lance
+
+    from lance_ops.format.pruning import skip_plan
+    from lance_ops.storage import ObjectStore
+    from lance_ops.txn.log import TableLog, open_snapshot
+
+    for stable in (True, False):
+        path = str(tmp_path / f"t{stable}.lance")
+        ds = lance.write_dataset(pa.table({"id": list(range(20))}), path,
+                                 max_rows_per_file=10, enable_stable_row_ids=stable)
+        ds.create_scalar_index("id", "BITMAP")
+        store = ObjectStore(path)
+        snap = open_snapshot(store, TableLog(store).latest_version())
+        assert snap.stable_row_ids == stable
+        p = skip_plan(snap, [Conjunct("id", "=", 15)])
+        frags = [f.id for f in snap.fragments]
+        if stable:
+            assert sorted(p.ranges) == frags and not p.skipped
+        else:  # row addresses: the bitmap prunes fragment 0
+            assert sorted(p.ranges) == frags[1:] and p.skipped == frags[:1]
