@@ -170,6 +170,51 @@ def bitmap_fragments(index: BitmapIndex, c: Conjunct, is_float: bool) -> set[int
     return out
 
 
+def _probe_values(v, t: pa.DataType) -> pa.Array | None:
+    """The column values equal (Spark semantics) to literal ``v`` (in the
+    comparison domain), as an Arrow array of the column's own type to hash as
+    pylance does; None when that set cannot be stated exactly (then the bloom
+    filter is not used)."""
+    if v is None:
+        return pa.array([], t)  # = NULL matches nothing
+    try:
+        if pa.types.is_integer(t):
+            if type(v) is not int:
+                return None  # (a float literal: Spark compares as double)
+            return pa.array([v], t)
+        if pa.types.is_float64(t):
+            if not isinstance(v, float) or math.isnan(v):
+                return None  # every NaN bit pattern equals NaN in Spark
+            return pa.array([0.0, -0.0] if v == 0 else [v], t)
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return pa.array([v], t) if isinstance(v, str) else None
+        if pa.types.is_date32(t):
+            return pa.array([v], t)
+        if pa.types.is_timestamp(t) and t.unit == "us":
+            return pa.array([v], pa.int64()).cast(t)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
+        return None
+    return None
+
+
+def bloom_may_match(zone: Zone, c: Conjunct, t: pa.DataType) -> bool:
+    """False only if the zone's bloom filter proves no row equals the
+    literal(s) of an ``=`` / ``in`` conjunct."""
+    if zone.bloom is None or c.op not in ("=", "in"):
+        return True
+    from . import bloom
+
+    values = [c.value] if c.op == "=" else list(c.value)
+    arrays = []
+    for v in values:
+        a = _probe_values(v, t)
+        if a is None:
+            return True
+        arrays.append(a)
+    probe = pa.concat_arrays(arrays) if arrays else pa.array([], t)
+    return bloom.may_contain(zone.bloom, bloom.hashes(probe))
+
+
 # ------------------------------------------------------------------ plans
 Range = tuple[int, int]
 
@@ -285,7 +330,8 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
                 zones = ix.zones.get(frag.id)
                 if not zones:
                     continue
-                keep = [r for z, r in _tile(zones, phys) if zone_may_match(z, c, is_float)]
+                keep = [r for z, r in _tile(zones, phys)
+                        if zone_may_match(z, c, is_float) and bloom_may_match(z, c, ix.arrow_type)]
                 merged = _merge(keep)
                 if merged != [(0, phys)]:
                     used.add(ix.name)
@@ -358,4 +404,5 @@ def skip_plan(snapshot, conjuncts, fragments=None) -> SkipPlan:
     return plan(fragments, indices, conj)
 
 
-__all__ = ["load_indices", "skip_plan", "Conjunct", "ColumnIndex", "SkipPlan", "plan", "normalize", "zone_may_match", "literal", "prunable_type"]
+__all__ = ["load_indices", "skip_plan", "Conjunct", "ColumnIndex", "SkipPlan", "plan", "normalize", "zone_may_match",
+           "bloom_may_match", "literal", "prunable_type"]

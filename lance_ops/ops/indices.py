@@ -1,4 +1,4 @@
-"""Scalar indices: ``createIndex`` (ZONEMAP), ``dropIndex``, ``listIndices``,
+"""Scalar indices: ``createIndex`` (ZONEMAP, BLOOMFILTER), ``dropIndex``, ``listIndices``,
 ``optimize().executeIndexUpdate()``.
 
 A zone map is computed per fragment in executors (a ``mapInArrow`` over the
@@ -28,8 +28,9 @@ from google.protobuf import any_pb2
 from pyroaring import BitMap
 
 from ..errors import InvalidArgumentError, UnsupportedFeatureError
+from ..format import bloom
 from ..format.proto import table_pb2
-from ..format.zones import TYPE_NAMES, ZONEMAP, ZONEMAP_FILE, covered_fragments, index_kind
+from ..format.zones import BLOOMFILTER_FILE, TYPE_NAMES, ZONEMAP, ZONEMAP_FILE, covered_fragments, index_kind
 from ..spark.errors import executor_errors, executor_task
 from ..txn.log import Snapshot
 from ..txn.operations import CreateIndex
@@ -92,44 +93,101 @@ def zone_stats(values: pa.Array, fragment_id: int, start: int) -> dict:
 
 def fragment_zones(store, schema, column: str, frag) -> pa.Table:
     """Zone statistics of one fragment's ``column`` (all physical rows)."""
+    return fragment_zones_of(store, schema, [column], frag)[column]
+
+
+def bloom_schema() -> pa.Schema:
+    """``bloomfilter.lance`` as pylance 14 writes it (schema and metadata)."""
+    return pa.schema([
+        pa.field("fragment_id", pa.uint64(), False),
+        pa.field("zone_start", pa.uint64(), False),
+        pa.field("zone_length", pa.uint64(), False),
+        pa.field("has_null", pa.bool_(), False),
+        pa.field("bloom_filter_data", pa.binary(), False),
+    ], metadata={"bloomfilter_item": str(bloom.DEFAULT_ITEMS), "null_bitmap": "1",
+                 "bloomfilter_probability": str(bloom.DEFAULT_PROBABILITY)})
+
+
+def bloom_stats(values: pa.Array, fragment_id: int, start: int) -> dict:
+    """One zone's row of ``bloomfilter.lance``: the SBBF of its non-null
+    values (bit for bit pylance's, :mod:`lance_ops.format.bloom`)."""
+    return {"fragment_id": fragment_id, "zone_start": start, "zone_length": len(values),
+            "has_null": values.null_count > 0, "bloom_filter_data": bloom.build(bloom.hashes(values))}
+
+
+def fragment_zones_of(store, schema, columns: list[str], frag, kind: str = "ZONEMAP") -> dict[str, pa.Table]:
+    """Zone statistics (``kind`` ZONEMAP) or bloom filters (BLOOMFILTER) of
+    one fragment's ``columns`` (all physical rows), one scan for all of them."""
     from ..format.scan import FragmentScan, scan_fragment
 
-    t = schema.field(column).arrow_type()
-    rows = []
-    chunks, pending, start = [], 0, 0
-    scan = FragmentScan(frag, [column], (), include_deleted=True)
+    stats = bloom_stats if kind == "BLOOMFILTER" else zone_stats
+    nulls: dict[str, list] = {c: [] for c in columns}
+
+    rows: dict[str, list] = {c: [] for c in columns}
+    chunks: dict[str, list] = {c: [] for c in columns}
+    pending, start = 0, 0
 
     def flush():
-        nonlocal chunks, pending, start
+        nonlocal pending, start
         if pending:
-            arr = pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
-            rows.append(zone_stats(arr, frag.id, start))
+            for c in columns:
+                arr = pa.concat_arrays(chunks[c]) if len(chunks[c]) > 1 else chunks[c][0]
+                rows[c].append(stats(arr, frag.id, start))
+                chunks[c] = []
             start += pending
-            chunks, pending = [], 0
+            pending = 0
 
+    scan = FragmentScan(frag, list(columns), (), include_deleted=True)
     for batch in scan_fragment(store, schema, scan):
-        col = batch.column(column)
-        off = 0
-        while off < len(col):
-            take = min(ROWS_PER_ZONE - pending, len(col) - off)
-            chunks.append(col.slice(off, take))
+        off, n = 0, batch.num_rows
+        while off < n:
+            take = min(ROWS_PER_ZONE - pending, n - off)
+            for c in columns:
+                part = batch.column(c).slice(off, take)
+                chunks[c].append(part)
+                if kind == "BLOOMFILTER" and part.null_count:
+                    where = np.flatnonzero(part.is_null().to_numpy(zero_copy_only=False))
+                    nulls[c].append(where + (start + pending))
             pending += take
             off += take
             if pending == ROWS_PER_ZONE:
                 flush()
     flush()
-    return pa.Table.from_pylist(rows, schema=zone_schema(t))
+    if kind == "BLOOMFILTER":
+        # pylance also keeps the row addresses of the (live) null rows: its
+        # IS NULL search answers from them (global buffer "null_bitmap")
+        from ..format.deletion import read_deletion_vector
+
+        deleted = read_deletion_vector(store, frag).offsets
+        out = {}
+        for c in columns:
+            offs = BitMap(np.concatenate(nulls[c]).astype(np.uint32)) if nulls[c] else BitMap()
+            offs -= deleted
+            meta = dict(bloom_schema().metadata)
+            meta[b"null_offsets"] = offs.serialize()
+            out[c] = pa.Table.from_pylist(rows[c], schema=bloom_schema().with_metadata(meta))
+        return out
+    return {c: pa.Table.from_pylist(rows[c], schema=zone_schema(schema.field(c).arrow_type())) for c in columns}
 
 
 def compute_zones(spark, snap: Snapshot, column: str, fragments) -> pa.Table:
     """Zone maps of ``fragments``, computed in executors (one task per group
     of fragments); only the statistics come back."""
+    return compute_zones_of(spark, snap, [column], fragments)[column]
+
+
+def compute_zones_of(spark, snap: Snapshot, columns: list[str], fragments, kind: str = "ZONEMAP") -> dict[str, pa.Table]:
+    """Zone maps (or bloom filters: ``kind``) of ``columns`` over
+    ``fragments`` in ONE Spark job (one scan of the columns per fragment);
+    column -> zones sorted by fragment, start."""
     from ..spark.frames import total_cores
 
-    vtype = snap.schema.field(column).arrow_type()
+    columns = list(dict.fromkeys(columns))
+    empty = {c: (bloom_schema() if kind == "BLOOMFILTER" else zone_schema(snap.schema.field(c).arrow_type()))
+             .empty_table() for c in columns}
     frags = [f for f in fragments if f.physical_rows]
-    if not frags:
-        return zone_schema(vtype).empty_table()
+    if not frags or not columns:
+        return empty
     store, schema = snap.store, snap.schema
     blobs = spark.createDataFrame([(f.SerializeToString(),) for f in frags], "fragment binary")
     blobs = blobs.repartition(max(1, min(len(frags), total_cores(spark) * 2)))
@@ -139,30 +197,70 @@ def compute_zones(spark, snap: Snapshot, column: str, fragments) -> pa.Table:
         for b in batches:
             out = []
             for raw in b.column(0).to_pylist():
-                z = fragment_zones(store, schema, column, table_pb2.DataFragment.FromString(raw))
-                sink = pa.BufferOutputStream()
-                with pa.ipc.new_stream(sink, z.schema) as w:
-                    w.write_table(z)
-                out.append(sink.getvalue().to_pybytes())
+                zones = fragment_zones_of(store, schema, columns, table_pb2.DataFragment.FromString(raw), kind)
+                for z in zones.values():
+                    sink = pa.BufferOutputStream()
+                    with pa.ipc.new_stream(sink, z.schema) as w:
+                        w.write_table(z)
+                    out.append(sink.getvalue().to_pybytes())
             yield pa.RecordBatch.from_pydict({"zones": pa.array(out, pa.binary())})
 
     with executor_errors():
         rows = blobs.mapInArrow(task, "zones binary").collect()
-    tables = [pa.ipc.open_stream(bytes(r[0])).read_all() for r in rows]
-    out = pa.concat_tables(tables) if tables else zone_schema(vtype).empty_table()
-    return out.sort_by([("fragment_id", "ascending"), ("zone_start", "ascending")])
+    blobs_out = [pa.ipc.open_stream(bytes(r[0])).read_all() for r in rows]
+    result = {}
+    for i, c in enumerate(columns):  # (each fragment's tables come in column order)
+        mine = blobs_out[i::len(columns)]
+        null_map = {}
+        if kind == "BLOOMFILTER":
+            for t in mine:
+                offs = BitMap.deserialize(t.schema.metadata[b"null_offsets"])
+                if offs and t.num_rows:
+                    null_map[int(t.column("fragment_id")[0].as_py())] = offs
+            mine = [t.replace_schema_metadata(bloom_schema().metadata) for t in mine]
+        t = pa.concat_tables(mine) if mine else empty[c]
+        t = t.sort_by([("fragment_id", "ascending"), ("zone_start", "ascending")])
+        if kind == "BLOOMFILTER":
+            t = with_null_map(t, null_map)
+        result[c] = t
+    return result
 
 
-def write_zonemap(store, directory: str, zones: pa.Table) -> int:
+def with_null_map(zones: pa.Table, null_map: dict) -> pa.Table:
+    """Bloom filter zones carrying their null rows (fragment id -> offsets)
+    in the schema metadata until :func:`write_zonemap` writes them."""
+    from ..format.indexremap import encode_row_addr_map
+
+    meta = dict(zones.schema.metadata or {})
+    meta[b"null_map"] = encode_row_addr_map(dict(sorted(null_map.items())))
+    return zones.replace_schema_metadata(meta)
+
+
+def null_map_of(zones: pa.Table) -> dict:
+    from ..format.indexremap import decode_row_addr_map
+
+    raw = (zones.schema.metadata or {}).get(b"null_map")
+    return decode_row_addr_map(raw) if raw else {}
+
+
+def write_zonemap(store, directory: str, zones: pa.Table, file_name: str = ZONEMAP_FILE) -> int:
     import lance.file as lf
 
-    rel = f"{directory}/{ZONEMAP_FILE}"
+    rel = f"{directory}/{file_name}"
     staging = store.codec_staging()
     uri = staging.writer_uri(rel)
+    meta = dict(zones.schema.metadata or {})
+    null_map = meta.pop(b"null_map", None)
+    zones = zones.replace_schema_metadata(meta)
     schema = zones.schema
     w = lf.LanceFileWriter(uri, schema, version=INDEX_FILE_VERSION, storage_options=store.codec_options or None)
     for b in zones.to_batches():
         w.write_batch(b)
+    if meta.get(b"null_bitmap") == b"1":
+        # pylance 14's bloom filter files hold the row addresses of the null
+        # rows in global buffer 1 (metadata "null_bitmap"); its IS NULL
+        # search answers from them
+        assert w.add_global_buffer(null_map or NO_NULLS) == 1
     w.close()
     staging.finish_write(rel, uri)
     return store.size(rel)
@@ -188,6 +286,33 @@ def new_zonemap_index(spark, snap: Snapshot, column: str, name: str, fragments, 
     return meta
 
 
+#: Global buffer 1 of pylance 14's bloomfilter.lance ("null_bitmap").
+NO_NULLS = b"\x00\x00\x00\x00"
+#: BloomFilterIndexDetails as pylance 14 writes it (no fields).
+BLOOMFILTER_DETAILS = any_pb2.Any(type_url="/lance.index.pb.BloomFilterIndexDetails", value=b"")
+
+
+def new_bloomfilter_index(spark, snap: Snapshot, column: str, name: str, fragments,
+                          previous: pa.Table | None = None):
+    """Compute (executors) and write a BLOOMFILTER over ``fragments`` (plus
+    ``previous`` zones kept as they are); returns its IndexMetadata."""
+    zones = compute_zones_of(spark, snap, [column], fragments, "BLOOMFILTER")[column]
+    if previous is not None and previous.num_rows:
+        zones = pa.concat_tables([previous.cast(zones.schema), zones])
+    uid = uuid_mod.uuid4()
+    size = write_zonemap(snap.store, f"_indices/{uid}", zones, BLOOMFILTER_FILE)
+    covered = BitMap(int(f) for f in pc.unique(zones.column("fragment_id")).to_pylist())
+    covered |= BitMap(f.id for f in fragments)
+    meta = table_pb2.IndexMetadata(
+        name=name, fields=[snap.schema.field(column).id], dataset_version=snap.version,
+        fragment_bitmap=covered.serialize(), index_version=0, created_at=int(time.time() * 1000),
+    )
+    meta.uuid.uuid = uid.bytes
+    meta.index_details.CopyFrom(BLOOMFILTER_DETAILS)
+    meta.files.append(table_pb2.IndexFile(path=BLOOMFILTER_FILE, size_bytes=size))
+    return meta
+
+
 INDEX_TYPES = ("ZONEMAP", "BLOOMFILTER", "BITMAP")
 
 
@@ -195,20 +320,26 @@ def create_index(spark, snapshot: Snapshot, column: str, index_type: str, name: 
     kind = str(index_type).upper()
     if kind not in INDEX_TYPES:
         raise InvalidArgumentError(f"unknown index type {index_type!r}; one of {INDEX_TYPES}")
-    if kind != "ZONEMAP":
+    if kind == "BITMAP":
         raise UnsupportedFeatureError(
-            f"lance_ops builds ZONEMAP indices only (so far); {kind} indices that pylance builds are read and "
-            "used for skipping"
+            "lance_ops builds ZONEMAP and BLOOMFILTER indices (so far); BITMAP indices that pylance builds are "
+            "read and used for skipping"
         )
     if column not in snapshot.schema.names:
         raise InvalidArgumentError(f"cannot index unknown column {column!r}; columns: {snapshot.schema.names}")
+    if kind == "BLOOMFILTER" and not bloom.hashable(snapshot.schema.field(column).arrow_type()):
+        raise InvalidArgumentError(
+            f"a BLOOMFILTER cannot index column {column!r} of type {snapshot.schema.field(column).arrow_type()} "
+            "(integers, floats, strings, binary, dates, times and timestamps)"
+        )
     name = name or f"{column}_idx"
 
     def prepare(snap: Snapshot) -> StagedCommit:
         if column not in snap.schema.names:
             raise InvalidArgumentError(f"column {column!r} no longer exists")
         removed = [i for i in snap.indices if i.name == name]
-        meta = new_zonemap_index(spark, snap, column, name, list(snap.fragments))
+        build = new_bloomfilter_index if kind == "BLOOMFILTER" else new_zonemap_index
+        meta = build(spark, snap, column, name, list(snap.fragments))
         op = CreateIndex([meta], removed)
         metrics = {"numIndexedFragments": len(covered_fragments(meta)), "numIndexedRows": snap.num_rows(),
                    "bytesWritten": meta.files[0].size_bytes}
@@ -286,3 +417,55 @@ def update_indices(spark, snapshot: Snapshot):
         return StagedCommit(CreateIndex(new, removed), metrics, {"indices": ",".join(i.name for i in new)})
 
     return prepare
+
+
+def zonemaps_to_rebuild(snap: Snapshot, rewritten_ids: BitMap) -> list:
+    """Zone maps (one top-level column) covering a fragment a compaction
+    rewrites: compaction rebuilds them over its new fragments."""
+    top = {f.id: f.name for f in snap.schema.fields}
+    return [
+        idx for idx in snap.indices
+        if index_kind(idx) == ZONEMAP and len(idx.fields) == 1 and idx.fields[0] in top and idx.fragment_bitmap
+        and BitMap.deserialize(idx.fragment_bitmap) & rewritten_ids
+    ]
+
+
+def rebuild_zonemaps(spark, snap: Snapshot, indices, groups, new_frags) -> list:
+    """Compaction's zone maps: for each of ``indices`` (:func:`zonemaps_to_rebuild`)
+    a new ``zonemap.lance`` = its zones of fragments the compaction left alone
+    + zones of the new fragments of every group whose old fragments it all
+    covered (computed in executors, one job for every column), named in the
+    Rewrite as a ``RewrittenIndex``: the build then swaps each such group's
+    old fragment ids for its new ones in the bitmap (pylance's rule for
+    rewritten indices), so the compacted table stays indexed -- pylance
+    itself leaves zone maps narrowed (stable row ids) or stale."""
+    from ..format.proto.transaction_pb2 import Transaction
+    from ..format.zones import _read_table
+
+    old_ids = BitMap(f.id for g in groups for f in g)
+    by_id = {f.id: f.name for f in snap.schema.fields}
+    plans = []
+    for idx in indices:
+        bm = BitMap.deserialize(idx.fragment_bitmap)
+        new = [f for old, news in zip(groups, new_frags) if BitMap(f.id for f in old).issubset(bm) for f in news]
+        plans.append((idx, by_id[idx.fields[0]], bm - old_ids, new))
+    columns = sorted({c for _, c, _, new in plans if new})
+    frags = {f.id: f for _, _, _, new in plans for f in new}
+    fresh = compute_zones_of(spark, snap, columns, list(frags.values())) if columns else {}
+    out = []
+    for idx, column, kept, new in plans:
+        old = _read_table(snap.store, idx, ZONEMAP_FILE).replace_schema_metadata(None)
+        old = old.filter(pc.is_in(old.column("fragment_id"), pa.array(sorted(kept), pa.uint64())))
+        zones = old.cast(zone_schema(snap.schema.field(column).arrow_type()))
+        if new:
+            mine = fresh[column]
+            mine = mine.filter(pc.is_in(mine.column("fragment_id"), pa.array(sorted(f.id for f in new), pa.uint64())))
+            zones = pa.concat_tables([zones, mine.cast(zones.schema)])
+        uid = uuid_mod.uuid4()
+        size = write_zonemap(snap.store, f"_indices/{uid}", zones)
+        new_id = table_pb2.UUID(uuid=uid.bytes)
+        out.append(Transaction.Rewrite.RewrittenIndex(
+            old_id=idx.uuid, new_id=new_id, new_index_details=ZONEMAP_DETAILS,
+            new_index_version=idx.index_version, files=[table_pb2.IndexFile(path=ZONEMAP_FILE, size_bytes=size)],
+        ))
+    return out

@@ -97,3 +97,30 @@ def test_bitmap_of_a_table_with_stable_row_ids_does_not_prune(tmp_path):
             assert sorted(p.ranges) == frags and not p.skipped
         else:  # row addresses: the bitmap prunes fragment 0
             assert sorted(p.ranges) == frags[1:] and p.skipped == frags[:1]
+
+
+def test_bloom_probe_semantics():
+    """Bloom zones prune = / IN only when the set of equal values is exact:
+    -0.0 = 0.0 (both probed), NaN never prunes, an integer column compared
+    with a float literal is not probed, NULL in IN matches nothing."""
+    from lance_ops.format import bloom
+    from lance_ops.format.pruning import bloom_may_match
+
+    def zone(values, t):
+        return Zone(0, 0, len(values), UNKNOWN, UNKNOWN, 0, 0, bloom.build(bloom.hashes(pa.array(values, t))))
+
+    f = zone([-0.0, 1.5, NAN], pa.float64())
+    assert bloom_may_match(f, Conjunct("x", "=", 0.0), pa.float64())
+    assert bloom_may_match(f, Conjunct("x", "=", NAN), pa.float64())
+    assert not bloom_may_match(f, Conjunct("x", "=", 2.5), pa.float64())
+    i = zone([1, 5, 7], pa.int32())
+    assert bloom_may_match(i, Conjunct("x", "=", 5), pa.int32())
+    assert not bloom_may_match(i, Conjunct("x", "=", 6), pa.int32())
+    assert bloom_may_match(i, Conjunct("x", "=", 6.0), pa.int32())  # (float literal: not probed)
+    assert not bloom_may_match(i, Conjunct("x", "in", (2, None, 3)), pa.int32())
+    assert bloom_may_match(i, Conjunct("x", "in", (2, None, 7)), pa.int32())
+    assert bloom_may_match(i, Conjunct("x", ">", 100), pa.int32())  # (only = and IN probe)
+    s = zone(["a", None, "é"], pa.string())
+    assert bloom_may_match(s, Conjunct("x", "=", "é"), pa.string())
+    assert not bloom_may_match(s, Conjunct("x", "=", "b"), pa.string())
+    assert bloom.num_bytes() == 32768
