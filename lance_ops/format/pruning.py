@@ -24,6 +24,7 @@ rows in gaps -- deleted when the index was built -- are never lost.
 """
 from __future__ import annotations
 
+import bisect
 import datetime
 import math
 from dataclasses import dataclass, field
@@ -119,7 +120,14 @@ def zone_may_match(zone: Zone, c: Conjunct, is_float: bool) -> bool:
     if c.op == "notnull":
         return not only_nulls
     if c.op == "in":
-        return any(zone_may_match(zone, Conjunct(c.column, "=", v), is_float) for v in c.value if v is not None)
+        vals = c.value
+        if not is_float and len(vals) > 8 and lo is not None and hi is not None:
+            try:  # (normalize sorted them) the first key >= min decides
+                i = bisect.bisect_left(vals, lo)
+                return i < len(vals) and vals[i] <= hi
+            except TypeError:
+                return True
+        return any(zone_may_match(zone, Conjunct(c.column, "=", v), is_float) for v in vals if v is not None)
     v = c.value
     if v is None or only_nulls:
         return False
@@ -197,11 +205,11 @@ def _probe_values(v, t: pa.DataType) -> pa.Array | None:
     return None
 
 
-def bloom_may_match(zone: Zone, c: Conjunct, t: pa.DataType) -> bool:
-    """False only if the zone's bloom filter proves no row equals the
-    literal(s) of an ``=`` / ``in`` conjunct."""
-    if zone.bloom is None or c.op not in ("=", "in"):
-        return True
+def probe_hashes(c: Conjunct, t: pa.DataType):
+    """The hashes to probe bloom filters with for ``c`` (None: ``c`` is not
+    an ``=`` / ``in`` whose equal values can be stated exactly)."""
+    if c.op not in ("=", "in"):
+        return None
     from . import bloom
 
     values = [c.value] if c.op == "=" else list(c.value)
@@ -209,10 +217,22 @@ def bloom_may_match(zone: Zone, c: Conjunct, t: pa.DataType) -> bool:
     for v in values:
         a = _probe_values(v, t)
         if a is None:
-            return True
+            return None
         arrays.append(a)
     probe = pa.concat_arrays(arrays) if arrays else pa.array([], t)
-    return bloom.may_contain(zone.bloom, bloom.hashes(probe))
+    return bloom.hashes(probe)
+
+
+def bloom_may_match(zone: Zone, c: Conjunct, t: pa.DataType, hashes=False) -> bool:
+    """False only if the zone's bloom filter proves no row equals the
+    literal(s) of an ``=`` / ``in`` conjunct (``hashes``: its
+    :func:`probe_hashes`, computed once per plan)."""
+    if zone.bloom is None or c.op not in ("=", "in"):
+        return True
+    from . import bloom
+
+    h = probe_hashes(c, t) if hashes is False else hashes
+    return True if h is None else bloom.may_contain(zone.bloom, h)
 
 
 # ------------------------------------------------------------------ plans
@@ -294,6 +314,9 @@ def normalize(conjuncts, types: dict[str, pa.DataType]) -> list[Conjunct]:
         try:
             if c.op == "in":
                 value = tuple(literal(v, t) for v in c.value)
+                if not pa.types.is_floating(t):
+                    # NULLs in an IN list match nothing; sorted for bisection
+                    value = tuple(sorted(v for v in value if v is not None))
             elif c.op in ("isnull", "notnull"):
                 value = None
             else:
@@ -313,10 +336,11 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
     ranges: dict[int, list[Range]] = {}
     skipped: list[int] = []
     used: set[str] = set()
+    probes: dict[tuple[int, str], object] = {}
     for frag in fragments:
         phys = frag.physical_rows
         current: list[Range] = [(0, phys)]
-        for c in conjuncts:
+        for ci, c in enumerate(conjuncts):
             for ix in by_col.get(c.column, ()):
                 if frag.id not in ix.covered:
                     continue
@@ -330,8 +354,11 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
                 zones = ix.zones.get(frag.id)
                 if not zones:
                     continue
+                if any(z.bloom is not None for z in zones) and (ci, ix.name) not in probes:
+                    probes[(ci, ix.name)] = probe_hashes(c, ix.arrow_type)
+                h = probes.get((ci, ix.name))
                 keep = [r for z, r in _tile(zones, phys)
-                        if zone_may_match(z, c, is_float) and bloom_may_match(z, c, ix.arrow_type)]
+                        if zone_may_match(z, c, is_float) and bloom_may_match(z, c, ix.arrow_type, h)]
                 merged = _merge(keep)
                 if merged != [(0, phys)]:
                     used.add(ix.name)

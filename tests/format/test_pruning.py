@@ -124,3 +124,12 @@ def test_bloom_probe_semantics():
     assert bloom_may_match(s, Conjunct("x", "=", "é"), pa.string())
     assert not bloom_may_match(s, Conjunct("x", "=", "b"), pa.string())
     assert bloom.num_bytes() == 32768
+
+
+def test_long_in_lists_are_sorted_and_bisected():
+    vals = [900, 3, None, 17, 55, 1000, 2, 8, 99, 4000]
+    (c,) = normalize([Conjunct("x", "in", tuple(vals))], {"x": pa.int64()})
+    assert c.value == tuple(sorted(v for v in vals if v is not None))
+    for lo, hi in [(0, 1), (2, 2), (18, 54), (100, 899), (901, 999), (4001, 5000), (56, 98), (9, 16)]:
+        want = any(lo <= v <= hi for v in vals if v is not None)
+        assert zone_may_match(z(lo, hi), c, False) == want, (lo, hi)

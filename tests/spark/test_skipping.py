@@ -219,7 +219,8 @@ def test_merge_prunes_target_by_source_key_range(spark, indexed, tmp_path):
     assert (m["numUpdatedRows"], m["numInsertedRows"]) == (r["num_updated_rows"], r["num_inserted_rows"])
     # [17000, 24039] overlaps only fragment 2 (ids 16000..23999): one zone, 8000 rows
     assert (m["numFragmentsScanned"], m["numFragmentsSkipped"], m["numRowsScanned"]) == (1, 2, 8000), m
-    assert t.table.history(1)[0]["operationParameters"]["targetKeyRange"] == "id in [17000, 24039]"
+    # few keys (<= MAX_KEY_SET): the key set itself reaches the scan as IN
+    assert t.table.history(1)[0]["operationParameters"]["targetKeyRange"] == "id in [17000, 24039] (340 keys)"
 
     # keys beyond every zone: nothing of the target is read, rows are inserted
     covered = set(next(i for i in t.listIndices() if i["name"] == "id_idx")["fragmentIds"])
@@ -231,6 +232,14 @@ def test_merge_prunes_target_by_source_key_range(spark, indexed, tmp_path):
     assert info.metrics["numInsertedRows"] == 10
     # only the fragments the first merge wrote (not indexed) are read
     assert (info.metrics["numFragmentsScanned"], info.metrics["numFragmentsSkipped"]) == (len(uncovered), 3)
+
+    # scattered keys: their range spans every fragment, the key set only two
+    uncovered = [f.id for f in LanceTable(spark, ours).snapshot.fragments if f.id not in covered]
+    src_sc = _upserts([5001, 17050])
+    info = t.merge(spark.createDataFrame(src_sc), "t.id = s.id").whenMatchedUpdateAll().execute()
+    lance.dataset(ref).merge_insert("id").when_matched_update_all().execute(src_sc)
+    assert _table_rows(ours) == _table_rows(ref)
+    assert (info.metrics["numFragmentsScanned"], info.metrics["numFragmentsSkipped"]) == (2 + len(uncovered), 1)
 
     # NOT MATCHED BY SOURCE sees every target row: no pruning
     src3 = _upserts(list(range(0, 24_000, 5)))
