@@ -272,35 +272,25 @@ def new_zonemap_index(spark, snap: Snapshot, column: str, name: str, fragments, 
     zones = compute_zones(spark, snap, column, fragments)
     if previous is not None and previous.num_rows:
         zones = pa.concat_tables([previous.cast(zones.schema), zones])
-    uid = uuid_mod.uuid4()
-    size = write_zonemap(snap.store, f"_indices/{uid}", zones)
-    covered = BitMap(int(f) for f in pc.unique(zones.column("fragment_id")).to_pylist())
-    covered |= BitMap(f.id for f in fragments)
-    meta = table_pb2.IndexMetadata(
-        name=name, fields=[snap.schema.field(column).id], dataset_version=snap.version,
-        fragment_bitmap=covered.serialize(), index_version=0, created_at=int(time.time() * 1000),
-    )
-    meta.uuid.uuid = uid.bytes
-    meta.index_details.CopyFrom(ZONEMAP_DETAILS)
-    meta.files.append(table_pb2.IndexFile(path=ZONEMAP_FILE, size_bytes=size))
-    return meta
+    return written_index(snap, column, name, fragments, zones, "ZONEMAP")
 
 
-#: Global buffer 1 of pylance 14's bloomfilter.lance ("null_bitmap").
+#: Global buffer 1 of pylance 14's bloomfilter.lance ("null_bitmap") when no row is null.
 NO_NULLS = b"\x00\x00\x00\x00"
 #: BloomFilterIndexDetails as pylance 14 writes it (no fields).
 BLOOMFILTER_DETAILS = any_pb2.Any(type_url="/lance.index.pb.BloomFilterIndexDetails", value=b"")
 
 
-def new_bloomfilter_index(spark, snap: Snapshot, column: str, name: str, fragments,
-                          previous: pa.Table | None = None):
-    """Compute (executors) and write a BLOOMFILTER over ``fragments`` (plus
-    ``previous`` zones kept as they are); returns its IndexMetadata."""
-    zones = compute_zones_of(spark, snap, [column], fragments, "BLOOMFILTER")[column]
-    if previous is not None and previous.num_rows:
-        zones = pa.concat_tables([previous.cast(zones.schema), zones])
+INDEX_TYPES = ("ZONEMAP", "BLOOMFILTER", "BITMAP")
+
+
+def written_index(snap: Snapshot, column: str, name: str, fragments, zones: pa.Table, kind: str):
+    """Write ``zones`` (ZONEMAP or BLOOMFILTER rows) as a new index on
+    ``column`` covering ``fragments``; its IndexMetadata."""
+    file_name, details = (BLOOMFILTER_FILE, BLOOMFILTER_DETAILS) if kind == "BLOOMFILTER" else (
+        ZONEMAP_FILE, ZONEMAP_DETAILS)
     uid = uuid_mod.uuid4()
-    size = write_zonemap(snap.store, f"_indices/{uid}", zones, BLOOMFILTER_FILE)
+    size = write_zonemap(snap.store, f"_indices/{uid}", zones, file_name)
     covered = BitMap(int(f) for f in pc.unique(zones.column("fragment_id")).to_pylist())
     covered |= BitMap(f.id for f in fragments)
     meta = table_pb2.IndexMetadata(
@@ -308,15 +298,15 @@ def new_bloomfilter_index(spark, snap: Snapshot, column: str, name: str, fragmen
         fragment_bitmap=covered.serialize(), index_version=0, created_at=int(time.time() * 1000),
     )
     meta.uuid.uuid = uid.bytes
-    meta.index_details.CopyFrom(BLOOMFILTER_DETAILS)
-    meta.files.append(table_pb2.IndexFile(path=BLOOMFILTER_FILE, size_bytes=size))
+    meta.index_details.CopyFrom(details)
+    meta.files.append(table_pb2.IndexFile(path=file_name, size_bytes=size))
     return meta
 
 
-INDEX_TYPES = ("ZONEMAP", "BLOOMFILTER", "BITMAP")
-
-
-def create_index(spark, snapshot: Snapshot, column: str, index_type: str, name: str | None):
+def create_index(spark, snapshot: Snapshot, column, index_type: str, name: str | None):
+    """``column``: a name, or a list of names -- one index each (``<col>_idx``),
+    all computed in ONE Spark job (one scan of the columns) and committed in
+    one ``CreateIndex``."""
     kind = str(index_type).upper()
     if kind not in INDEX_TYPES:
         raise InvalidArgumentError(f"unknown index type {index_type!r}; one of {INDEX_TYPES}")
@@ -325,25 +315,34 @@ def create_index(spark, snapshot: Snapshot, column: str, index_type: str, name: 
             "lance_ops builds ZONEMAP and BLOOMFILTER indices (so far); BITMAP indices that pylance builds are "
             "read and used for skipping"
         )
-    if column not in snapshot.schema.names:
-        raise InvalidArgumentError(f"cannot index unknown column {column!r}; columns: {snapshot.schema.names}")
-    if kind == "BLOOMFILTER" and not bloom.hashable(snapshot.schema.field(column).arrow_type()):
-        raise InvalidArgumentError(
-            f"a BLOOMFILTER cannot index column {column!r} of type {snapshot.schema.field(column).arrow_type()} "
-            "(integers, floats, strings, binary, dates, times and timestamps)"
-        )
-    name = name or f"{column}_idx"
+    columns = [column] if isinstance(column, str) else list(column)
+    if not columns or len(set(columns)) != len(columns):
+        raise InvalidArgumentError(f"createIndex needs one column or a list of distinct columns, got {column!r}")
+    if name is not None and len(columns) > 1:
+        raise InvalidArgumentError("name= names the index of ONE column; several columns get <column>_idx each")
+    for c in columns:
+        if c not in snapshot.schema.names:
+            raise InvalidArgumentError(f"cannot index unknown column {c!r}; columns: {snapshot.schema.names}")
+        if kind == "BLOOMFILTER" and not bloom.hashable(snapshot.schema.field(c).arrow_type()):
+            raise InvalidArgumentError(
+                f"a BLOOMFILTER cannot index column {c!r} of type {snapshot.schema.field(c).arrow_type()} "
+                "(integers, floats, strings, binary, dates, times and timestamps)"
+            )
+    names = {c: (name or f"{c}_idx") for c in columns}
 
     def prepare(snap: Snapshot) -> StagedCommit:
-        if column not in snap.schema.names:
-            raise InvalidArgumentError(f"column {column!r} no longer exists")
-        removed = [i for i in snap.indices if i.name == name]
-        build = new_bloomfilter_index if kind == "BLOOMFILTER" else new_zonemap_index
-        meta = build(spark, snap, column, name, list(snap.fragments))
-        op = CreateIndex([meta], removed)
-        metrics = {"numIndexedFragments": len(covered_fragments(meta)), "numIndexedRows": snap.num_rows(),
-                   "bytesWritten": meta.files[0].size_bytes}
-        return StagedCommit(op, metrics, {"index": name, "column": column, "type": kind})
+        for c in columns:
+            if c not in snap.schema.names:
+                raise InvalidArgumentError(f"column {c!r} no longer exists")
+        frags = list(snap.fragments)
+        zones = compute_zones_of(spark, snap, columns, frags, kind)
+        metas = [written_index(snap, c, names[c], frags, zones[c], kind) for c in columns]
+        removed = [i for i in snap.indices if i.name in set(names.values())]
+        op = CreateIndex(metas, removed)
+        metrics = {"numIndexedFragments": len(covered_fragments(metas[0])), "numIndexedRows": snap.num_rows(),
+                   "bytesWritten": sum(m.files[0].size_bytes for m in metas)}
+        return StagedCommit(op, metrics, {"index": ",".join(names.values()), "column": ",".join(columns),
+                                          "type": kind})
 
     return prepare
 
