@@ -82,6 +82,21 @@ def _read_table(store, index, file_name: str) -> pa.Table:
     return table.replace_schema_metadata(schema.metadata)
 
 
+def read_null_map(store, index) -> dict:
+    """A bloom filter file's null rows (fragment id -> offsets; global buffer
+    1, "null_bitmap", as pylance 14 writes it); {} when it has none."""
+    import lance.file as lf
+
+    from .indexremap import decode_row_addr_map
+
+    src, directory = index_location(store, index)
+    uri = src.codec_staging().reader_uri(f"{directory}/{BLOOMFILTER_FILE}")
+    reader = lf.LanceFileReader(uri, storage_options=src.codec_options or None)
+    if (reader.metadata().schema.metadata or {}).get(b"null_bitmap") != b"1":
+        return {}
+    return decode_row_addr_map(reader.read_global_buffer(1))
+
+
 def stat_values(arr: pa.ChunkedArray | pa.Array) -> list:
     """Python values of a min/max column, timestamps as integer microseconds
     since the epoch (truncated as Spark truncates finer units: monotone, so

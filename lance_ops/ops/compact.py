@@ -17,13 +17,13 @@ address, so once the new fragment ids are reserved a Spark task per index
 writes a remapped copy of its files (moved rows' new addresses, deleted rows
 dropped) and the Rewrite names it (``rewritten_indices``); BITMAP indices with
 stable row ids address rows by row id and just follow the rows; other index
-types (bloom filters, vector, FTS) are narrowed (stable row ids) or left
-alone (without), so the new fragments are scanned -- as pylance does. Zone
-maps (ZONEMAP on one column) do better than pylance: a Spark job computes the
-zones of the new fragments (every indexed column in one scan) and the Rewrite
-names a rebuilt zone map (old zones of untouched fragments + the new ones), so
+types (vector, FTS) are narrowed (stable row ids) or left alone (without), so
+the new fragments are scanned -- as pylance does. Zone maps and bloom filters
+(on one column) do better than pylance: a Spark job computes the zones of the
+new fragments (every indexed column in one scan per kind) and the Rewrite
+names a rebuilt index (old zones of untouched fragments + the new ones), so
 the compacted table stays pruned (:func:`.indices.rebuild_zonemaps`).
-``metrics["indicesRemapped"]`` / ``["zoneMapsRebuilt"]`` / ``["indicesNarrowed"]``
+``metrics["indicesRemapped"]`` / ``["indicesRebuilt"]`` / ``["indicesNarrowed"]``
 count them.
 
 A concurrent delete / update / compaction of some group's fragments does not
@@ -85,7 +85,7 @@ class OptimizeBuilder:
         opts.check()
         info = t._run("compaction", compact(t._spark, opts), commitProperties)
         for k in ("fragmentsRemoved", "fragmentsAdded", "filesRemoved", "filesAdded", "rowsRewritten",
-                  "indicesRemapped", "indicesNarrowed", "zoneMapsRebuilt"):
+                  "indicesRemapped", "indicesNarrowed", "indicesRebuilt"):
             info.metrics.setdefault(k, 0)  # (nothing to compact: zeros)
         info.operation = info.operation or "Rewrite"
         return info
@@ -157,7 +157,7 @@ def compact(spark, opts: CompactionOptions):
             touched = [idx for idx in snap.indices if idx.fragment_bitmap and BitMap.deserialize(idx.fragment_bitmap) & old_ids]
             rebuilt = {bytes(i.uuid.uuid) for i in to_rebuild} & remapped
             done["indicesRemapped"] = sum(1 for idx in touched if bytes(idx.uuid.uuid) in remapped - rebuilt)
-            done["zoneMapsRebuilt"] = len(rebuilt)
+            done["indicesRebuilt"] = len(rebuilt)
             done["indicesNarrowed"] = sum(
                 1 for idx in touched
                 if bytes(idx.uuid.uuid) not in remapped and compaction_rule(idx, snap.stable_row_ids) != EXTEND

@@ -30,7 +30,15 @@ from pyroaring import BitMap
 from ..errors import InvalidArgumentError, UnsupportedFeatureError
 from ..format import bloom
 from ..format.proto import table_pb2
-from ..format.zones import BLOOMFILTER_FILE, TYPE_NAMES, ZONEMAP, ZONEMAP_FILE, covered_fragments, index_kind
+from ..format.zones import (
+    BLOOMFILTER,
+    BLOOMFILTER_FILE,
+    TYPE_NAMES,
+    ZONEMAP,
+    ZONEMAP_FILE,
+    covered_fragments,
+    index_kind,
+)
 from ..spark.errors import executor_errors, executor_task
 from ..txn.log import Snapshot
 from ..txn.operations import CreateIndex
@@ -380,8 +388,6 @@ def update_indices(spark, snapshot: Snapshot):
     all live fragments is rewritten as one index with its old zones (of
     fragments that still exist) plus zones of the fragments it lacks.
     Other index types are left alone (reported in ``indicesSkipped``)."""
-    from ..format.zones import _read_table
-
     def prepare(snap: Snapshot) -> StagedCommit | None:
         live = {f.id: f for f in snap.fragments}
         by_name: dict[str, list] = {}
@@ -389,7 +395,8 @@ def update_indices(spark, snapshot: Snapshot):
             by_name.setdefault(i.name, []).append(i)
         new, removed, skipped, added = [], [], [], 0
         for name, group in sorted(by_name.items()):
-            if any(index_kind(i) != ZONEMAP or len(i.fields) != 1 for i in group):
+            kinds = {index_kind(i) for i in group}
+            if len(kinds) != 1 or kinds - {ZONEMAP, BLOOMFILTER} or any(len(i.fields) != 1 for i in group):
                 skipped.append(name)
                 continue
             covered = set().union(*(covered_fragments(i) for i in group))
@@ -401,11 +408,11 @@ def update_indices(spark, snapshot: Snapshot):
             if field is None or field.name not in snap.schema.names:
                 skipped.append(name)
                 continue
-            old = [_read_table(snap.store, i, ZONEMAP_FILE) for i in group]
-            old = [t.filter(pc.is_in(t.column("fragment_id"), pa.array(sorted(covered & set(live)), pa.uint64())))
-                   for t in old]
-            previous = pa.concat_tables([t.replace_schema_metadata(None) for t in old]) if old else None
-            meta = new_zonemap_index(spark, snap, field.name, name, missing, previous)
+            kind = _kind_name(group[0])
+            keep = covered & set(live)
+            fresh = compute_zones_of(spark, snap, [field.name], missing, kind)[field.name]
+            zones = combined_zones([kept_zones(snap, i, keep) for i in group] + [fresh])
+            meta = written_index(snap, field.name, name, missing, zones, kind)
             meta.fragment_bitmap = (BitMap(covered & set(live)) | BitMap(f.id for f in missing)).serialize()
             new.append(meta)
             removed.extend(group)
@@ -418,13 +425,45 @@ def update_indices(spark, snapshot: Snapshot):
     return prepare
 
 
+def kept_zones(snap: Snapshot, idx, keep: set[int]) -> pa.Table:
+    """The zones (ZONEMAP rows, or BLOOMFILTER rows with their null rows) of
+    index ``idx`` on fragments ``keep``, in the schema new zones are written
+    with."""
+    from ..format.zones import BLOOMFILTER, _read_table, read_null_map
+
+    keep_arr = pa.array(sorted(keep), pa.uint64())
+    if index_kind(idx) == BLOOMFILTER:
+        t = _read_table(snap.store, idx, BLOOMFILTER_FILE)
+        t = t.filter(pc.is_in(t.column("fragment_id"), keep_arr)).replace_schema_metadata(None).cast(bloom_schema())
+        nulls = {f: m for f, m in read_null_map(snap.store, idx).items() if f in keep}
+        return with_null_map(t, nulls)
+    column = {f.id: f for f in snap.schema.fields}[idx.fields[0]]
+    t = _read_table(snap.store, idx, ZONEMAP_FILE).replace_schema_metadata(None)
+    return t.filter(pc.is_in(t.column("fragment_id"), keep_arr)).cast(zone_schema(column.arrow_type()))
+
+
+def combined_zones(parts: list[pa.Table]) -> pa.Table:
+    """Zone tables concatenated (bloom filter ones with their null rows
+    merged), sorted by fragment and start."""
+    parts = [p for p in parts if p is not None]
+    nulls: dict = {}
+    for p in parts:
+        nulls.update(null_map_of(p))
+    bloomy = any(b"null_map" in (p.schema.metadata or {}) for p in parts)
+    meta = parts[0].schema.metadata
+    t = pa.concat_tables([p.replace_schema_metadata(meta) for p in parts])
+    t = t.sort_by([("fragment_id", "ascending"), ("zone_start", "ascending")])
+    return with_null_map(t, nulls) if bloomy else t
+
+
 def zonemaps_to_rebuild(snap: Snapshot, rewritten_ids: BitMap) -> list:
     """Zone maps (one top-level column) covering a fragment a compaction
     rewrites: compaction rebuilds them over its new fragments."""
     top = {f.id: f.name for f in snap.schema.fields}
     return [
         idx for idx in snap.indices
-        if index_kind(idx) == ZONEMAP and len(idx.fields) == 1 and idx.fields[0] in top and idx.fragment_bitmap
+        if index_kind(idx) in (ZONEMAP, BLOOMFILTER) and len(idx.fields) == 1 and idx.fields[0] in top
+        and idx.fragment_bitmap
         and BitMap.deserialize(idx.fragment_bitmap) & rewritten_ids
     ]
 
@@ -439,7 +478,6 @@ def rebuild_zonemaps(spark, snap: Snapshot, indices, groups, new_frags) -> list:
     rewritten indices), so the compacted table stays indexed -- pylance
     itself leaves zone maps narrowed (stable row ids) or stale."""
     from ..format.proto.transaction_pb2 import Transaction
-    from ..format.zones import _read_table
 
     old_ids = BitMap(f.id for g in groups for f in g)
     by_id = {f.id: f.name for f in snap.schema.fields}
@@ -448,23 +486,34 @@ def rebuild_zonemaps(spark, snap: Snapshot, indices, groups, new_frags) -> list:
         bm = BitMap.deserialize(idx.fragment_bitmap)
         new = [f for old, news in zip(groups, new_frags) if BitMap(f.id for f in old).issubset(bm) for f in news]
         plans.append((idx, by_id[idx.fields[0]], bm - old_ids, new))
-    columns = sorted({c for _, c, _, new in plans if new})
     frags = {f.id: f for _, _, _, new in plans for f in new}
-    fresh = compute_zones_of(spark, snap, columns, list(frags.values())) if columns else {}
+    fresh: dict = {}
+    for kind in ("ZONEMAP", "BLOOMFILTER"):
+        columns = sorted({c for idx, c, _, new in plans if new and _kind_name(idx) == kind})
+        if columns:
+            fresh[kind] = compute_zones_of(spark, snap, columns, list(frags.values()), kind)
     out = []
     for idx, column, kept, new in plans:
-        old = _read_table(snap.store, idx, ZONEMAP_FILE).replace_schema_metadata(None)
-        old = old.filter(pc.is_in(old.column("fragment_id"), pa.array(sorted(kept), pa.uint64())))
-        zones = old.cast(zone_schema(snap.schema.field(column).arrow_type()))
+        kind = _kind_name(idx)
+        parts = [kept_zones(snap, idx, set(kept))]
         if new:
-            mine = fresh[column]
-            mine = mine.filter(pc.is_in(mine.column("fragment_id"), pa.array(sorted(f.id for f in new), pa.uint64())))
-            zones = pa.concat_tables([zones, mine.cast(zones.schema)])
+            ids = {f.id for f in new}
+            mine = fresh[kind][column]
+            part = mine.filter(pc.is_in(mine.column("fragment_id"), pa.array(sorted(ids), pa.uint64())))
+            if kind == "BLOOMFILTER":
+                part = with_null_map(part, {f: m for f, m in null_map_of(mine).items() if f in ids})
+            parts.append(part)
+        zones = combined_zones(parts)
+        file_name, details = (BLOOMFILTER_FILE, BLOOMFILTER_DETAILS) if kind == "BLOOMFILTER" else (
+            ZONEMAP_FILE, ZONEMAP_DETAILS)
         uid = uuid_mod.uuid4()
-        size = write_zonemap(snap.store, f"_indices/{uid}", zones)
-        new_id = table_pb2.UUID(uuid=uid.bytes)
+        size = write_zonemap(snap.store, f"_indices/{uid}", zones, file_name)
         out.append(Transaction.Rewrite.RewrittenIndex(
-            old_id=idx.uuid, new_id=new_id, new_index_details=ZONEMAP_DETAILS,
-            new_index_version=idx.index_version, files=[table_pb2.IndexFile(path=ZONEMAP_FILE, size_bytes=size)],
+            old_id=idx.uuid, new_id=table_pb2.UUID(uuid=uid.bytes), new_index_details=details,
+            new_index_version=idx.index_version, files=[table_pb2.IndexFile(path=file_name, size_bytes=size)],
         ))
     return out
+
+
+def _kind_name(idx) -> str:
+    return "BLOOMFILTER" if index_kind(idx) == BLOOMFILTER else "ZONEMAP"

@@ -268,7 +268,7 @@ def test_compaction_rebuilds_zone_maps(spark, indexed, tmp_path):
     shutil.copytree(path, copy)
     t = LanceTable(spark, copy)
     info = t.optimize().executeCompaction()
-    assert info.metrics["zoneMapsRebuilt"] == 4 and info.metrics["indicesNarrowed"] == 0
+    assert info.metrics["indicesRebuilt"] == 4 and info.metrics["indicesNarrowed"] == 0
     frags = [f.id for f in t.snapshot.fragments]
     assert frags == [3] and all(i["fragmentIds"] == frags for i in t.listIndices())
     ds = lance.dataset(copy)
@@ -340,6 +340,14 @@ def test_bloom_filters_built_as_pylance_and_probed(spark, tmp_path):
             assert "ScalarIndexQuery" in ds.scanner(filter=flt).explain_plan() or ">" in flt, flt
             assert got == sorted(ds.to_table(filter=flt, columns=["id"]).column("id").to_pylist()), flt
     assert _ids(reader.load(ours).where(f"ts = {ts}")) == [17001]
+    # appended rows: executeIndexUpdate extends the bloom filters as pylance's optimize_indices does
+    for p in (ours, ref):
+        lance.write_dataset(_data(9).drop(["f"]).slice(0, 300), p, mode="append")
+    t = LanceTable(spark, ours)
+    info = t.optimize().executeIndexUpdate()
+    assert info.metrics["numUpdatedIndices"] == 3
+    lance.dataset(ref).optimize.optimize_indices()
+    assert files(ours) == files(ref)
     info = t.delete("id IN (3, 12345)")
-    assert (info.metrics["numFragmentsScanned"], info.metrics["numFragmentsSkipped"]) == (2, 1)
-    assert info.metrics["numDeletedRows"] == 2
+    assert (info.metrics["numFragmentsScanned"], info.metrics["numFragmentsSkipped"]) == (3, 1)  # (+ the appended)
+    assert info.metrics["numDeletedRows"] == 2 + 1  # (id 3 was appended again)
