@@ -91,7 +91,7 @@ class OptimizeBuilder:
         return info
 
     def executeIndexUpdate(self, commitProperties: dict | None = None):
-        """Extend zone maps to the fragments they do not cover (pylance's
+        """Extend zone maps and bloom filters to the fragments they do not cover (pylance's
         ``optimize_indices``); a CommitInfo with ``version`` None when every
         index is up to date."""
         from .indices import update_indices

@@ -384,10 +384,13 @@ def list_indices(snapshot: Snapshot) -> list[dict]:
 
 
 def update_indices(spark, snapshot: Snapshot):
-    """``optimize().executeIndexUpdate()``: every zone map that does not cover
-    all live fragments is rewritten as one index with its old zones (of
-    fragments that still exist) plus zones of the fragments it lacks.
-    Other index types are left alone (reported in ``indicesSkipped``)."""
+    """``optimize().executeIndexUpdate()``: every zone map or bloom filter
+    (:func:`buildable`) that does not cover all live fragments is rewritten as
+    one index with its old zones (of fragments that still exist; a bloom
+    filter's null rows too) plus zones of the fragments it lacks -- for bloom
+    filters bit for bit what pylance's ``optimize_indices`` writes. Other
+    index types are left alone (reported in ``indicesSkipped``)."""
+
     def prepare(snap: Snapshot) -> StagedCommit | None:
         live = {f.id: f for f in snap.fragments}
         by_name: dict[str, list] = {}
@@ -396,7 +399,7 @@ def update_indices(spark, snapshot: Snapshot):
         new, removed, skipped, added = [], [], [], 0
         for name, group in sorted(by_name.items()):
             kinds = {index_kind(i) for i in group}
-            if len(kinds) != 1 or kinds - {ZONEMAP, BLOOMFILTER} or any(len(i.fields) != 1 for i in group):
+            if len(kinds) != 1 or not all(buildable(snap, i) for i in group):
                 skipped.append(name)
                 continue
             covered = set().union(*(covered_fragments(i) for i in group))
@@ -456,15 +459,26 @@ def combined_zones(parts: list[pa.Table]) -> pa.Table:
     return with_null_map(t, nulls) if bloomy else t
 
 
+def buildable(snap: Snapshot, idx) -> bool:
+    """A ZONEMAP / BLOOMFILTER on one top-level column of a type lance_ops
+    computes (others -- pylance's on other types -- are left to pylance's
+    rules)."""
+    from ..format.pruning import prunable_type
+
+    top = {f.id: f for f in snap.schema.fields}
+    if len(idx.fields) != 1 or idx.fields[0] not in top:
+        return False
+    t = top[idx.fields[0]].arrow_type()
+    kind = index_kind(idx)
+    return (kind == ZONEMAP and prunable_type(t)) or (kind == BLOOMFILTER and bloom.hashable(t))
+
+
 def zonemaps_to_rebuild(snap: Snapshot, rewritten_ids: BitMap) -> list:
-    """Zone maps (one top-level column) covering a fragment a compaction
-    rewrites: compaction rebuilds them over its new fragments."""
-    top = {f.id: f.name for f in snap.schema.fields}
+    """Zone maps and bloom filters (:func:`buildable`) covering a fragment a
+    compaction rewrites: compaction rebuilds them over its new fragments."""
     return [
         idx for idx in snap.indices
-        if index_kind(idx) in (ZONEMAP, BLOOMFILTER) and len(idx.fields) == 1 and idx.fields[0] in top
-        and idx.fragment_bitmap
-        and BitMap.deserialize(idx.fragment_bitmap) & rewritten_ids
+        if buildable(snap, idx) and idx.fragment_bitmap and BitMap.deserialize(idx.fragment_bitmap) & rewritten_ids
     ]
 
 
