@@ -235,6 +235,40 @@ def bloom_may_match(zone: Zone, c: Conjunct, t: pa.DataType, hashes=False) -> bo
     return True if h is None else bloom.may_contain(zone.bloom, h)
 
 
+def bitmap_row_ids(index: BitmapIndex, c: Conjunct, is_float: bool):
+    """Sorted uint64 row ids (a row-id BITMAP: map key = high 32 bits) whose
+    key may satisfy ``c``; None when a map says "every id" (cannot tell)."""
+    import numpy as np
+
+    parts = []
+    for key, m in zip(index.keys, index.maps):
+        if key is None:
+            z = Zone(0, 0, 0, None, None, 1, 0)
+        elif is_float and _isnan(key):
+            z = Zone(0, 0, 0, None, None, 0, 1)
+        else:
+            z = Zone(0, 0, 0, key, key, 0, 0)
+        if not zone_may_match(z, c, is_float):
+            continue
+        for hi, lows in m.items():
+            if lows is None:
+                return None
+            parts.append((np.uint64(hi) << np.uint64(32)) | np.asarray(lows.to_array(), dtype=np.uint64))
+    return np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.uint64)
+
+
+def _holds_any(row_ids, wanted) -> bool:
+    import numpy as np
+
+    if row_ids is None:
+        return True  # (no sequence: cannot tell)
+    if not len(wanted) or not len(row_ids):
+        return False
+    pos = np.searchsorted(wanted, row_ids)
+    pos[pos == len(wanted)] = 0
+    return bool((wanted[pos] == row_ids).any())
+
+
 # ------------------------------------------------------------------ plans
 Range = tuple[int, int]
 
@@ -249,6 +283,9 @@ class ColumnIndex:
     covered: set[int]
     zones: dict[int, list[Zone]] = field(default_factory=dict)  # zone maps / bloom filters
     bitmap: BitmapIndex | None = None
+    #: For a BITMAP holding stable row *ids* (not addresses): fragment ->
+    #: its row ids (physical order), to find the fragments of matching ids.
+    row_ids_of: object = None
 
 
 @dataclass
@@ -345,6 +382,15 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
                 if frag.id not in ix.covered:
                     continue
                 is_float = pa.types.is_floating(ix.arrow_type)
+                if ix.bitmap is not None and ix.row_ids_of is not None:
+                    key = (ci, ix.name)
+                    if key not in probes:
+                        probes[key] = bitmap_row_ids(ix.bitmap, c, is_float)
+                    ids = probes[key]
+                    if ids is not None and not _holds_any(ix.row_ids_of(frag), ids):
+                        current = []
+                        used.add(ix.name)
+                    continue
                 if ix.bitmap is not None:
                     frags = bitmap_fragments(ix.bitmap, c, is_float)
                     if frags is not None and frag.id not in frags:
@@ -380,7 +426,8 @@ def load_indices(store, indices, schema, columns=None, stable_row_ids: bool = Fa
     through ``lance.file`` (metadata-sized: a zone map is ~100 bytes per 8192
     rows). A BITMAP of a table with stable row ids maps keys to row *ids*
     (checked with pylance 14.0.2), not row addresses: their high bits are no
-    fragment id, so such bitmaps are left out (``stable_row_ids``)."""
+    fragment id, so with ``stable_row_ids`` a fragment is kept when its row
+    id sequence holds a matching id."""
     from .zones import (
         BITMAP,
         BLOOMFILTER,
@@ -398,8 +445,7 @@ def load_indices(store, indices, schema, columns=None, stable_row_ids: bool = Fa
         kind = index_kind(idx)
         if kind not in (ZONEMAP, BITMAP, BLOOMFILTER) or len(idx.fields) != 1 or idx.fields[0] not in top:
             continue
-        if kind == BITMAP and stable_row_ids:
-            continue
+
         f = top[idx.fields[0]]
         if columns is not None and f.name not in columns:
             continue
@@ -409,12 +455,25 @@ def load_indices(store, indices, schema, columns=None, stable_row_ids: bool = Fa
         ci = ColumnIndex(idx.name, f.name, t, covered_fragments(idx))
         if kind == BITMAP:
             ci.bitmap = read_bitmap(store, idx)
+            if stable_row_ids:
+                ci.row_ids_of = _row_ids_reader(store)
         else:
             zones = read_zonemap(store, idx) if kind == ZONEMAP else read_bloomfilter_zones(store, idx)
             for z in zones:
                 ci.zones.setdefault(z.fragment_id, []).append(z)
         out.append(ci)
     return out
+
+
+def _row_ids_reader(store):
+    """fragment -> its stable row ids (None: it has no sequence)."""
+    from .rowids import ROW_IDS, decode_row_ids, sequence_bytes
+
+    def row_ids(frag):
+        data = sequence_bytes(store, frag, ROW_IDS)
+        return None if data is None else decode_row_ids(data)
+
+    return row_ids
 
 
 def skip_plan(snapshot, conjuncts, fragments=None) -> SkipPlan:

@@ -73,10 +73,11 @@ def test_plan_tiles_zones_and_scans_uncovered_fragments():
     assert p.metrics() == {"numFragmentsScanned": 2, "numFragmentsSkipped": 1, "numRowsScanned": 260}
 
 
-def test_bitmap_of_a_table_with_stable_row_ids_does_not_prune(tmp_path):
+def test_bitmap_of_a_table_with_stable_row_ids_prunes_by_row_ids(tmp_path):
     """pylance 14's BITMAP holds row ids when row ids are stable: id 15 is row
     id 15, which as a row address would read "fragment 0" -- it lives in
-    fragment 1, which must not be skipped."""
+    fragment 1, which must be the one kept; after a compaction that moved the
+    rows (ids kept, bitmap extended) the new fragment is."""
     import lance
 
     from lance_ops.format.pruning import skip_plan
@@ -93,10 +94,20 @@ def test_bitmap_of_a_table_with_stable_row_ids_does_not_prune(tmp_path):
         assert snap.stable_row_ids == stable
         p = skip_plan(snap, [Conjunct("id", "=", 15)])
         frags = [f.id for f in snap.fragments]
-        if stable:
-            assert sorted(p.ranges) == frags and not p.skipped
-        else:  # row addresses: the bitmap prunes fragment 0
-            assert sorted(p.ranges) == frags[1:] and p.skipped == frags[:1]
+        # row ids or row addresses: the bitmap prunes fragment 0
+        assert sorted(p.ranges) == frags[1:] and p.skipped == frags[:1]
+    path = str(tmp_path / "c.lance")
+    ds = lance.write_dataset(pa.table({"id": list(range(30))}), path, max_rows_per_file=10, enable_stable_row_ids=True)
+    ds.create_scalar_index("id", "BITMAP")
+    ds.delete("id = 3")
+    lance.dataset(path).optimize.compact_files(target_rows_per_fragment=25)
+    store = ObjectStore(path)
+    snap = open_snapshot(store, TableLog(store).latest_version())
+    for value, want in [(15, 15), (3, None), (29, 29)]:
+        p = skip_plan(snap, [Conjunct("id", "=", value)])
+        holding = [f.id for f in snap.fragments
+                   if want is not None and want in lance.dataset(path).get_fragment(f.id).to_table().column("id").to_pylist()]
+        assert sorted(p.ranges) == holding, (value, p.ranges)
 
 
 def test_bloom_probe_semantics():
