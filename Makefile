@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 # client (pyspark-client) and lance_ops, WITHOUT pyspark (the two packages
 # must never share an environment: pyspark-client's files overwrite pyspark's).
 THIN ?= .venv-thin
-THIN_PINS := pyspark-client==4.2.0 pylance==14.0.2 pyarrow==26.0.1 protobuf==7.36.2 pyroaring==1.2.0 \
+THIN_PINS := pyspark-client==4.2.0 pylance==14.0.2 pyarrow==26.0.1 protobuf==7.36.2 pyroaring==1.2.0 xxhash==4.1.0 \
 	fsspec==2026.9.0 numpy==2.4.6 pandas==2.3.3 sqlglot==30.30.0 grpcio==1.85.1 grpcio-status==1.85.1 \
 	googleapis-common-protos==1.76.0 zstandard==0.25.0
 THIN_STAMP := $(THIN)/.installed-$(shell echo '$(THIN_PINS)' | cat - pyproject.toml | cksum | cut -d' ' -f1)

@@ -347,11 +347,13 @@ class LanceTable:
         return self.table.execute(prepare, commitProperties=commitProperties)
 
     # ------------------------------------------------------------ indices
-    def createIndex(self, column: str, indexType: str = "ZONEMAP", name: str | None = None,
+    def createIndex(self, column, indexType: str = "ZONEMAP", name: str | None = None,
                     commitProperties: dict | None = None) -> CommitInfo:
         """Build a scalar index on ``column`` in executors and commit it as a
         ``CreateIndex`` (pylance lists and uses it). ``name`` defaults to
-        ``<column>_idx``; an index of that name is replaced."""
+        ``<column>_idx``; an index of that name is replaced. ``column`` may be
+        a list: one index per column, all from one scan (one Spark job) and
+        one commit."""
         from .ops.indices import create_index
 
         self._writable()

@@ -24,6 +24,7 @@ rows in gaps -- deleted when the index was built -- are never lost.
 """
 from __future__ import annotations
 
+import bisect
 import datetime
 import math
 from dataclasses import dataclass, field
@@ -119,7 +120,14 @@ def zone_may_match(zone: Zone, c: Conjunct, is_float: bool) -> bool:
     if c.op == "notnull":
         return not only_nulls
     if c.op == "in":
-        return any(zone_may_match(zone, Conjunct(c.column, "=", v), is_float) for v in c.value if v is not None)
+        vals = c.value
+        if not is_float and len(vals) > 8 and lo is not None and hi is not None:
+            try:  # (normalize sorted them) the first key >= min decides
+                i = bisect.bisect_left(vals, lo)
+                return i < len(vals) and vals[i] <= hi
+            except TypeError:
+                return True
+        return any(zone_may_match(zone, Conjunct(c.column, "=", v), is_float) for v in vals if v is not None)
     v = c.value
     if v is None or only_nulls:
         return False
@@ -170,6 +178,97 @@ def bitmap_fragments(index: BitmapIndex, c: Conjunct, is_float: bool) -> set[int
     return out
 
 
+def _probe_values(v, t: pa.DataType) -> pa.Array | None:
+    """The column values equal (Spark semantics) to literal ``v`` (in the
+    comparison domain), as an Arrow array of the column's own type to hash as
+    pylance does; None when that set cannot be stated exactly (then the bloom
+    filter is not used)."""
+    if v is None:
+        return pa.array([], t)  # = NULL matches nothing
+    try:
+        if pa.types.is_integer(t):
+            if type(v) is not int:
+                return None  # (a float literal: Spark compares as double)
+            return pa.array([v], t)
+        if pa.types.is_float64(t):
+            if not isinstance(v, float) or math.isnan(v):
+                return None  # every NaN bit pattern equals NaN in Spark
+            return pa.array([0.0, -0.0] if v == 0 else [v], t)
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return pa.array([v], t) if isinstance(v, str) else None
+        if pa.types.is_date32(t):
+            return pa.array([v], t)
+        if pa.types.is_timestamp(t) and t.unit == "us":
+            return pa.array([v], pa.int64()).cast(t)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
+        return None
+    return None
+
+
+def probe_hashes(c: Conjunct, t: pa.DataType):
+    """The hashes to probe bloom filters with for ``c`` (None: ``c`` is not
+    an ``=`` / ``in`` whose equal values can be stated exactly)."""
+    if c.op not in ("=", "in"):
+        return None
+    from . import bloom
+
+    values = [c.value] if c.op == "=" else list(c.value)
+    arrays = []
+    for v in values:
+        a = _probe_values(v, t)
+        if a is None:
+            return None
+        arrays.append(a)
+    probe = pa.concat_arrays(arrays) if arrays else pa.array([], t)
+    return bloom.hashes(probe)
+
+
+def bloom_may_match(zone: Zone, c: Conjunct, t: pa.DataType, hashes=False) -> bool:
+    """False only if the zone's bloom filter proves no row equals the
+    literal(s) of an ``=`` / ``in`` conjunct (``hashes``: its
+    :func:`probe_hashes`, computed once per plan)."""
+    if zone.bloom is None or c.op not in ("=", "in"):
+        return True
+    from . import bloom
+
+    h = probe_hashes(c, t) if hashes is False else hashes
+    return True if h is None else bloom.may_contain(zone.bloom, h)
+
+
+def bitmap_row_ids(index: BitmapIndex, c: Conjunct, is_float: bool):
+    """Sorted uint64 row ids (a row-id BITMAP: map key = high 32 bits) whose
+    key may satisfy ``c``; None when a map says "every id" (cannot tell)."""
+    import numpy as np
+
+    parts = []
+    for key, m in zip(index.keys, index.maps):
+        if key is None:
+            z = Zone(0, 0, 0, None, None, 1, 0)
+        elif is_float and _isnan(key):
+            z = Zone(0, 0, 0, None, None, 0, 1)
+        else:
+            z = Zone(0, 0, 0, key, key, 0, 0)
+        if not zone_may_match(z, c, is_float):
+            continue
+        for hi, lows in m.items():
+            if lows is None:
+                return None
+            parts.append((np.uint64(hi) << np.uint64(32)) | np.asarray(lows.to_array(), dtype=np.uint64))
+    return np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.uint64)
+
+
+def _holds_any(row_ids, wanted) -> bool:
+    import numpy as np
+
+    if row_ids is None:
+        return True  # (no sequence: cannot tell)
+    if not len(wanted) or not len(row_ids):
+        return False
+    pos = np.searchsorted(wanted, row_ids)
+    pos[pos == len(wanted)] = 0
+    return bool((wanted[pos] == row_ids).any())
+
+
 # ------------------------------------------------------------------ plans
 Range = tuple[int, int]
 
@@ -184,6 +283,9 @@ class ColumnIndex:
     covered: set[int]
     zones: dict[int, list[Zone]] = field(default_factory=dict)  # zone maps / bloom filters
     bitmap: BitmapIndex | None = None
+    #: For a BITMAP holding stable row *ids* (not addresses): fragment ->
+    #: its row ids (physical order), to find the fragments of matching ids.
+    row_ids_of: object = None
 
 
 @dataclass
@@ -249,6 +351,9 @@ def normalize(conjuncts, types: dict[str, pa.DataType]) -> list[Conjunct]:
         try:
             if c.op == "in":
                 value = tuple(literal(v, t) for v in c.value)
+                if not pa.types.is_floating(t):
+                    # NULLs in an IN list match nothing; sorted for bisection
+                    value = tuple(sorted(v for v in value if v is not None))
             elif c.op in ("isnull", "notnull"):
                 value = None
             else:
@@ -268,14 +373,24 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
     ranges: dict[int, list[Range]] = {}
     skipped: list[int] = []
     used: set[str] = set()
+    probes: dict[tuple[int, str], object] = {}
     for frag in fragments:
         phys = frag.physical_rows
         current: list[Range] = [(0, phys)]
-        for c in conjuncts:
+        for ci, c in enumerate(conjuncts):
             for ix in by_col.get(c.column, ()):
                 if frag.id not in ix.covered:
                     continue
                 is_float = pa.types.is_floating(ix.arrow_type)
+                if ix.bitmap is not None and ix.row_ids_of is not None:
+                    key = (ci, ix.name)
+                    if key not in probes:
+                        probes[key] = bitmap_row_ids(ix.bitmap, c, is_float)
+                    ids = probes[key]
+                    if ids is not None and not _holds_any(ix.row_ids_of(frag), ids):
+                        current = []
+                        used.add(ix.name)
+                    continue
                 if ix.bitmap is not None:
                     frags = bitmap_fragments(ix.bitmap, c, is_float)
                     if frags is not None and frag.id not in frags:
@@ -285,7 +400,11 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
                 zones = ix.zones.get(frag.id)
                 if not zones:
                     continue
-                keep = [r for z, r in _tile(zones, phys) if zone_may_match(z, c, is_float)]
+                if any(z.bloom is not None for z in zones) and (ci, ix.name) not in probes:
+                    probes[(ci, ix.name)] = probe_hashes(c, ix.arrow_type)
+                h = probes.get((ci, ix.name))
+                keep = [r for z, r in _tile(zones, phys)
+                        if zone_may_match(z, c, is_float) and bloom_may_match(z, c, ix.arrow_type, h)]
                 merged = _merge(keep)
                 if merged != [(0, phys)]:
                     used.add(ix.name)
@@ -299,13 +418,16 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
     return SkipPlan(ranges, skipped, sorted(used))
 
 
-def load_indices(store, indices, schema, columns=None) -> list[ColumnIndex]:
+def load_indices(store, indices, schema, columns=None, stable_row_ids: bool = False) -> list[ColumnIndex]:
     """The pruning view of a version's ``indices`` (IndexMetadata) on
     top-level columns of ``schema`` (only ``columns`` if given): zone maps,
     bitmaps, bloom filter zones. Indices of other types, on several or nested
     fields, or on types that are never pruned are left out. Files are read
     through ``lance.file`` (metadata-sized: a zone map is ~100 bytes per 8192
-    rows)."""
+    rows). A BITMAP of a table with stable row ids maps keys to row *ids*
+    (checked with pylance 14.0.2), not row addresses: their high bits are no
+    fragment id, so with ``stable_row_ids`` a fragment is kept when its row
+    id sequence holds a matching id."""
     from .zones import (
         BITMAP,
         BLOOMFILTER,
@@ -323,6 +445,7 @@ def load_indices(store, indices, schema, columns=None) -> list[ColumnIndex]:
         kind = index_kind(idx)
         if kind not in (ZONEMAP, BITMAP, BLOOMFILTER) or len(idx.fields) != 1 or idx.fields[0] not in top:
             continue
+
         f = top[idx.fields[0]]
         if columns is not None and f.name not in columns:
             continue
@@ -332,12 +455,25 @@ def load_indices(store, indices, schema, columns=None) -> list[ColumnIndex]:
         ci = ColumnIndex(idx.name, f.name, t, covered_fragments(idx))
         if kind == BITMAP:
             ci.bitmap = read_bitmap(store, idx)
+            if stable_row_ids:
+                ci.row_ids_of = _row_ids_reader(store)
         else:
             zones = read_zonemap(store, idx) if kind == ZONEMAP else read_bloomfilter_zones(store, idx)
             for z in zones:
                 ci.zones.setdefault(z.fragment_id, []).append(z)
         out.append(ci)
     return out
+
+
+def _row_ids_reader(store):
+    """fragment -> its stable row ids (None: it has no sequence)."""
+    from .rowids import ROW_IDS, decode_row_ids, sequence_bytes
+
+    def row_ids(frag):
+        data = sequence_bytes(store, frag, ROW_IDS)
+        return None if data is None else decode_row_ids(data)
+
+    return row_ids
 
 
 def skip_plan(snapshot, conjuncts, fragments=None) -> SkipPlan:
@@ -349,8 +485,10 @@ def skip_plan(snapshot, conjuncts, fragments=None) -> SkipPlan:
     conj = normalize(conjuncts, types)
     if not conj or not snapshot.indices:
         return SkipPlan({f.id: [(0, f.physical_rows)] for f in fragments}, [])
-    indices = load_indices(snapshot.store, snapshot.indices, schema, {c.column for c in conj})
+    stable = bool(getattr(snapshot, "stable_row_ids", False))
+    indices = load_indices(snapshot.store, snapshot.indices, schema, {c.column for c in conj}, stable)
     return plan(fragments, indices, conj)
 
 
-__all__ = ["load_indices", "skip_plan", "Conjunct", "ColumnIndex", "SkipPlan", "plan", "normalize", "zone_may_match", "literal", "prunable_type"]
+__all__ = ["load_indices", "skip_plan", "Conjunct", "ColumnIndex", "SkipPlan", "plan", "normalize", "zone_may_match",
+           "bloom_may_match", "literal", "prunable_type"]

@@ -16,9 +16,8 @@ Only what pruning needs, read through ``lance.file``:
   the null rows.
 * **BLOOMFILTER** (``bloomfilter.lance``): per zone ``fragment_id``,
   ``zone_start``, ``zone_length``, ``has_null`` and a split-block bloom filter
-  over xxhash64. The zone ranges and ``has_null`` are read (IS NULL prunes
-  with them); probing the filters needs xxhash, which is not installed here:
-  value predicates are not pruned by bloom filters (see the issue note).
+  over xxhash64 (:mod:`.bloom`): ``IS NULL`` prunes by ``has_null``, ``=``
+  and ``IN`` by probing the filters.
 
 What the stats mean for a predicate is :mod:`lance_ops.format.pruning`'s
 business; this module only turns files into :class:`Zone` lists.
@@ -68,6 +67,8 @@ class Zone:
     max: object = None
     null_count: int = 0
     nan_count: int = 0
+    #: A bloom filter zone's SBBF bytes (:mod:`.bloom`), None for zone maps.
+    bloom: bytes | None = None
 
 
 def _read_table(store, index, file_name: str) -> pa.Table:
@@ -79,6 +80,21 @@ def _read_table(store, index, file_name: str) -> pa.Table:
     table = reader.read_all().to_table()
     schema = reader.metadata().schema
     return table.replace_schema_metadata(schema.metadata)
+
+
+def read_null_map(store, index) -> dict:
+    """A bloom filter file's null rows (fragment id -> offsets; global buffer
+    1, "null_bitmap", as pylance 14 writes it); {} when it has none."""
+    import lance.file as lf
+
+    from .indexremap import decode_row_addr_map
+
+    src, directory = index_location(store, index)
+    uri = src.codec_staging().reader_uri(f"{directory}/{BLOOMFILTER_FILE}")
+    reader = lf.LanceFileReader(uri, storage_options=src.codec_options or None)
+    if (reader.metadata().schema.metadata or {}).get(b"null_bitmap") != b"1":
+        return {}
+    return decode_row_addr_map(reader.read_global_buffer(1))
 
 
 def stat_values(arr: pa.ChunkedArray | pa.Array) -> list:
@@ -104,11 +120,18 @@ def read_zonemap(store, index) -> list[Zone]:
 
 
 def read_bloomfilter_zones(store, index) -> list[Zone]:
-    """Zones of a bloom filter index with only their null flag (min/max
-    unknown: a Zone with ``min=max=...`` sentinel ``UNKNOWN``)."""
+    """Zones of a bloom filter index: their null flag and filter bytes
+    (min/max unknown: the sentinel ``UNKNOWN``). A file whose filters were
+    sized otherwise than :mod:`.bloom` assumes (other item count /
+    probability metadata) still probes right: the size is the bytes' length."""
     t = _read_table(store, index, BLOOMFILTER_FILE)
     cols = [t.column(c).to_pylist() for c in ("fragment_id", "zone_start", "zone_length", "has_null")]
-    return [Zone(int(f), int(s), int(s) + int(n), UNKNOWN, UNKNOWN, 1 if h else 0, 0) for f, s, n, h in zip(*cols)]
+    data = t.column("bloom_filter_data").to_pylist() if "bloom_filter_data" in t.column_names else [None] * t.num_rows
+    return [
+        Zone(int(f), int(s), int(s) + int(n), UNKNOWN, UNKNOWN, 1 if h else 0, 0,
+             bytes(b) if b and len(b) % 32 == 0 else None)
+        for f, s, n, h, b in zip(*cols, data)
+    ]
 
 
 class _Unknown:

@@ -29,6 +29,12 @@ again -- a re-run is a no-op. (With ``where`` a re-run recomputes the rows
 ``where`` still matches: write ``where`` so that done rows drop out, e.g.
 ``"g IS NULL"``, or let the watermark bound it.)
 
+**Data skipping.** With ``where`` on an indexed column, one job over just the
+condition's columns (pruned by the indices) first finds the fragments holding
+a matching row; fragments that have the columns and hold none are not read
+(``numFragmentsSkipped``, ``numRowsScanned``: that job's rows plus the
+fragments processed whole).
+
 **Watermark.** When the batches are done, the table config gets
 ``lance_ops.feature.<column>.version`` = the data version the backfill started
 from (:mod:`lance_ops.txn.watermarks`), in one ``UpdateConfig`` commit -- only
@@ -188,6 +194,7 @@ class Backfill:
         start = t.snapshot
         fields = [start.schema.field(n) for n in self.plan.names]
         kinds = _kinds(start, fields, self.where)
+        pre = self._skip_unmatched(start, kinds)
         batches = [(FILL, c) for c in _chunks([i for i, k in kinds.items() if k == FILL], self.per_commit)]
         batches += [(REWRITE, c) for c in _chunks([i for i, k in kinds.items() if k == REWRITE], self.per_commit)]
         log.info("backfill %s: %d fragment(s) to fill, %d to rewrite, %d commit(s) planned", self.params["columns"],
@@ -210,6 +217,10 @@ class Backfill:
         mark = data_version(start)
         info = self._advance_watermark(mark) if self.advance else None
         totals.update(numCommits=len(committed), watermark=mark)
+        if pre is not None:
+            totals["numFragmentsSkipped"] = totals.get("numFragmentsSkipped", 0) + pre["skipped"]
+            totals["numRowsScanned"] = pre["numRowsScanned"] + sum(
+                f.physical_rows for f in start.fragments if f.id in kinds)
         last = info or (committed[-1] if committed else None)
         return CommitInfo(
             version=last.version if last else None,
@@ -220,6 +231,31 @@ class Backfill:
             rebases=sum(c.rebases for c in committed),
             reruns=sum(c.reruns for c in committed),
         )
+
+    def _skip_unmatched(self, snap: Snapshot, kinds: dict) -> dict | None:
+        """Data skipping for ``where``: when an index covers a column it
+        references, one job over just those columns (the zones data skipping
+        keeps) finds the fragments holding a matching row; fragments to
+        rewrite that hold none are dropped from ``kinds`` (they would be read
+        whole to change nothing). Fragments lacking the columns still get
+        their file. Returns the pre-pass metrics (None: no pre-pass)."""
+        if self.where is None or not any(k == REWRITE for k in kinds.values()):
+            return None
+        from .dml import fragments_matching, has_index_on
+
+        refs = referenced_columns(analysis_frame(self.spark, snap), [self.where])
+        if not has_index_on(snap, refs):
+            return None
+        meta = [ROW_ADDR] + [c for c in refs if c in METADATA_COLUMNS and c != ROW_ADDR]
+        ids, scanned = fragments_matching(self.spark, snap, self.where, [c for c in refs if c in snap.schema.names],
+                                          meta)
+        matching = set(ids)
+        dropped = [i for i, k in kinds.items() if k == REWRITE and i not in matching]
+        for i in dropped:
+            del kinds[i]
+        log.info("backfill %s: data skipping: %d fragment(s) hold no row matching the condition (%d rows read)",
+                 self.params["columns"], len(dropped), scanned["numRowsScanned"])
+        return dict(scanned, skipped=len(dropped))
 
     def _advance_watermark(self, mark: int) -> CommitInfo | None:
         t = self.table

@@ -17,9 +17,14 @@ address, so once the new fragment ids are reserved a Spark task per index
 writes a remapped copy of its files (moved rows' new addresses, deleted rows
 dropped) and the Rewrite names it (``rewritten_indices``); BITMAP indices with
 stable row ids address rows by row id and just follow the rows; other index
-types (zone maps, bloom filters, vector, FTS) are narrowed (stable row ids) or
-left alone (without), so the new fragments are scanned -- as pylance does.
-``metrics["indicesRemapped"]`` / ``["indicesNarrowed"]`` count them.
+types (vector, FTS) are narrowed (stable row ids) or left alone (without), so
+the new fragments are scanned -- as pylance does. Zone maps and bloom filters
+(on one column) do better than pylance: a Spark job computes the zones of the
+new fragments (every indexed column in one scan per kind) and the Rewrite
+names a rebuilt index (old zones of untouched fragments + the new ones), so
+the compacted table stays pruned (:func:`.indices.rebuild_zonemaps`).
+``metrics["indicesRemapped"]`` / ``["indicesRebuilt"]`` / ``["indicesNarrowed"]``
+count them.
 
 A concurrent delete / update / compaction of some group's fragments does not
 fail the job: the other groups commit and the affected ones are re-planned on
@@ -46,6 +51,7 @@ from ..txn.compaction import CompactionOptions, group_metrics, plan_compaction
 from ..txn.log import Snapshot
 from ..txn.operations import ReserveFragments, Rewrite, RewriteGroup
 from ..txn.pipeline import StagedCommit
+from .indices import rebuild_zonemaps, zonemaps_to_rebuild
 
 log = logging.getLogger("lance_ops")
 
@@ -79,13 +85,13 @@ class OptimizeBuilder:
         opts.check()
         info = t._run("compaction", compact(t._spark, opts), commitProperties)
         for k in ("fragmentsRemoved", "fragmentsAdded", "filesRemoved", "filesAdded", "rowsRewritten",
-                  "indicesRemapped", "indicesNarrowed"):
+                  "indicesRemapped", "indicesNarrowed", "indicesRebuilt"):
             info.metrics.setdefault(k, 0)  # (nothing to compact: zeros)
         info.operation = info.operation or "Rewrite"
         return info
 
     def executeIndexUpdate(self, commitProperties: dict | None = None):
-        """Extend zone maps to the fragments they do not cover (pylance's
+        """Extend zone maps and bloom filters to the fragments they do not cover (pylance's
         ``optimize_indices``); a CommitInfo with ``version`` None when every
         index is up to date."""
         from .indices import update_indices
@@ -125,6 +131,8 @@ def compact(spark, opts: CompactionOptions):
             and BitMap.deserialize(idx.fragment_bitmap) & rewritten_ids
         ]
 
+        to_rebuild = zonemaps_to_rebuild(snap, rewritten_ids)
+
         def number_new_fragments(results) -> None:
             # ids reserved by the ReserveFragments commit just made
             next_id = results[0].snapshot.manifest.max_fragment_id - n_new + 1
@@ -132,9 +140,14 @@ def compact(spark, opts: CompactionOptions):
                 for f in group:
                     f.id = next_id
                     next_id += 1
+            rewritten = []
             if to_remap:
-                op.rewritten_indices = remap_indices(spark, snap, to_remap, groups, new_frags)
-                staged.extra_files.extend(index_dir(r.new_id.uuid) for r in op.rewritten_indices)
+                rewritten += remap_indices(spark, snap, to_remap, groups, new_frags)
+            if to_rebuild:
+                rewritten += rebuild_zonemaps(spark, snap, to_rebuild, groups, new_frags)
+            if rewritten:
+                op.rewritten_indices = rewritten
+                staged.extra_files.extend(index_dir(r.new_id.uuid) for r in rewritten)
 
         def committed_metrics(result) -> dict:
             committed = result.transaction.operation
@@ -142,7 +155,9 @@ def compact(spark, opts: CompactionOptions):
             old_ids = BitMap(committed.old_fragment_ids())
             remapped = {bytes(r.old_id.uuid) for r in committed.rewritten_indices}
             touched = [idx for idx in snap.indices if idx.fragment_bitmap and BitMap.deserialize(idx.fragment_bitmap) & old_ids]
-            done["indicesRemapped"] = sum(1 for idx in touched if bytes(idx.uuid.uuid) in remapped)
+            rebuilt = {bytes(i.uuid.uuid) for i in to_rebuild} & remapped
+            done["indicesRemapped"] = sum(1 for idx in touched if bytes(idx.uuid.uuid) in remapped - rebuilt)
+            done["indicesRebuilt"] = len(rebuilt)
             done["indicesNarrowed"] = sum(
                 1 for idx in touched
                 if bytes(idx.uuid.uuid) not in remapped and compaction_rule(idx, snap.stable_row_ids) != EXTEND

@@ -1,4 +1,4 @@
-"""Scalar indices: ``createIndex`` (ZONEMAP), ``dropIndex``, ``listIndices``,
+"""Scalar indices: ``createIndex`` (ZONEMAP, BLOOMFILTER), ``dropIndex``, ``listIndices``,
 ``optimize().executeIndexUpdate()``.
 
 A zone map is computed per fragment in executors (a ``mapInArrow`` over the
@@ -28,8 +28,17 @@ from google.protobuf import any_pb2
 from pyroaring import BitMap
 
 from ..errors import InvalidArgumentError, UnsupportedFeatureError
+from ..format import bloom
 from ..format.proto import table_pb2
-from ..format.zones import TYPE_NAMES, ZONEMAP, ZONEMAP_FILE, covered_fragments, index_kind
+from ..format.zones import (
+    BLOOMFILTER,
+    BLOOMFILTER_FILE,
+    TYPE_NAMES,
+    ZONEMAP,
+    ZONEMAP_FILE,
+    covered_fragments,
+    index_kind,
+)
 from ..spark.errors import executor_errors, executor_task
 from ..txn.log import Snapshot
 from ..txn.operations import CreateIndex
@@ -92,44 +101,101 @@ def zone_stats(values: pa.Array, fragment_id: int, start: int) -> dict:
 
 def fragment_zones(store, schema, column: str, frag) -> pa.Table:
     """Zone statistics of one fragment's ``column`` (all physical rows)."""
+    return fragment_zones_of(store, schema, [column], frag)[column]
+
+
+def bloom_schema() -> pa.Schema:
+    """``bloomfilter.lance`` as pylance 14 writes it (schema and metadata)."""
+    return pa.schema([
+        pa.field("fragment_id", pa.uint64(), False),
+        pa.field("zone_start", pa.uint64(), False),
+        pa.field("zone_length", pa.uint64(), False),
+        pa.field("has_null", pa.bool_(), False),
+        pa.field("bloom_filter_data", pa.binary(), False),
+    ], metadata={"bloomfilter_item": str(bloom.DEFAULT_ITEMS), "null_bitmap": "1",
+                 "bloomfilter_probability": str(bloom.DEFAULT_PROBABILITY)})
+
+
+def bloom_stats(values: pa.Array, fragment_id: int, start: int) -> dict:
+    """One zone's row of ``bloomfilter.lance``: the SBBF of its non-null
+    values (bit for bit pylance's, :mod:`lance_ops.format.bloom`)."""
+    return {"fragment_id": fragment_id, "zone_start": start, "zone_length": len(values),
+            "has_null": values.null_count > 0, "bloom_filter_data": bloom.build(bloom.hashes(values))}
+
+
+def fragment_zones_of(store, schema, columns: list[str], frag, kind: str = "ZONEMAP") -> dict[str, pa.Table]:
+    """Zone statistics (``kind`` ZONEMAP) or bloom filters (BLOOMFILTER) of
+    one fragment's ``columns`` (all physical rows), one scan for all of them."""
     from ..format.scan import FragmentScan, scan_fragment
 
-    t = schema.field(column).arrow_type()
-    rows = []
-    chunks, pending, start = [], 0, 0
-    scan = FragmentScan(frag, [column], (), include_deleted=True)
+    stats = bloom_stats if kind == "BLOOMFILTER" else zone_stats
+    nulls: dict[str, list] = {c: [] for c in columns}
+
+    rows: dict[str, list] = {c: [] for c in columns}
+    chunks: dict[str, list] = {c: [] for c in columns}
+    pending, start = 0, 0
 
     def flush():
-        nonlocal chunks, pending, start
+        nonlocal pending, start
         if pending:
-            arr = pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
-            rows.append(zone_stats(arr, frag.id, start))
+            for c in columns:
+                arr = pa.concat_arrays(chunks[c]) if len(chunks[c]) > 1 else chunks[c][0]
+                rows[c].append(stats(arr, frag.id, start))
+                chunks[c] = []
             start += pending
-            chunks, pending = [], 0
+            pending = 0
 
+    scan = FragmentScan(frag, list(columns), (), include_deleted=True)
     for batch in scan_fragment(store, schema, scan):
-        col = batch.column(column)
-        off = 0
-        while off < len(col):
-            take = min(ROWS_PER_ZONE - pending, len(col) - off)
-            chunks.append(col.slice(off, take))
+        off, n = 0, batch.num_rows
+        while off < n:
+            take = min(ROWS_PER_ZONE - pending, n - off)
+            for c in columns:
+                part = batch.column(c).slice(off, take)
+                chunks[c].append(part)
+                if kind == "BLOOMFILTER" and part.null_count:
+                    where = np.flatnonzero(part.is_null().to_numpy(zero_copy_only=False))
+                    nulls[c].append(where + (start + pending))
             pending += take
             off += take
             if pending == ROWS_PER_ZONE:
                 flush()
     flush()
-    return pa.Table.from_pylist(rows, schema=zone_schema(t))
+    if kind == "BLOOMFILTER":
+        # pylance also keeps the row addresses of the (live) null rows: its
+        # IS NULL search answers from them (global buffer "null_bitmap")
+        from ..format.deletion import read_deletion_vector
+
+        deleted = read_deletion_vector(store, frag).offsets
+        out = {}
+        for c in columns:
+            offs = BitMap(np.concatenate(nulls[c]).astype(np.uint32)) if nulls[c] else BitMap()
+            offs -= deleted
+            meta = dict(bloom_schema().metadata)
+            meta[b"null_offsets"] = offs.serialize()
+            out[c] = pa.Table.from_pylist(rows[c], schema=bloom_schema().with_metadata(meta))
+        return out
+    return {c: pa.Table.from_pylist(rows[c], schema=zone_schema(schema.field(c).arrow_type())) for c in columns}
 
 
 def compute_zones(spark, snap: Snapshot, column: str, fragments) -> pa.Table:
     """Zone maps of ``fragments``, computed in executors (one task per group
     of fragments); only the statistics come back."""
+    return compute_zones_of(spark, snap, [column], fragments)[column]
+
+
+def compute_zones_of(spark, snap: Snapshot, columns: list[str], fragments, kind: str = "ZONEMAP") -> dict[str, pa.Table]:
+    """Zone maps (or bloom filters: ``kind``) of ``columns`` over
+    ``fragments`` in ONE Spark job (one scan of the columns per fragment);
+    column -> zones sorted by fragment, start."""
     from ..spark.frames import total_cores
 
-    vtype = snap.schema.field(column).arrow_type()
+    columns = list(dict.fromkeys(columns))
+    empty = {c: (bloom_schema() if kind == "BLOOMFILTER" else zone_schema(snap.schema.field(c).arrow_type()))
+             .empty_table() for c in columns}
     frags = [f for f in fragments if f.physical_rows]
-    if not frags:
-        return zone_schema(vtype).empty_table()
+    if not frags or not columns:
+        return empty
     store, schema = snap.store, snap.schema
     blobs = spark.createDataFrame([(f.SerializeToString(),) for f in frags], "fragment binary")
     blobs = blobs.repartition(max(1, min(len(frags), total_cores(spark) * 2)))
@@ -139,30 +205,70 @@ def compute_zones(spark, snap: Snapshot, column: str, fragments) -> pa.Table:
         for b in batches:
             out = []
             for raw in b.column(0).to_pylist():
-                z = fragment_zones(store, schema, column, table_pb2.DataFragment.FromString(raw))
-                sink = pa.BufferOutputStream()
-                with pa.ipc.new_stream(sink, z.schema) as w:
-                    w.write_table(z)
-                out.append(sink.getvalue().to_pybytes())
+                zones = fragment_zones_of(store, schema, columns, table_pb2.DataFragment.FromString(raw), kind)
+                for z in zones.values():
+                    sink = pa.BufferOutputStream()
+                    with pa.ipc.new_stream(sink, z.schema) as w:
+                        w.write_table(z)
+                    out.append(sink.getvalue().to_pybytes())
             yield pa.RecordBatch.from_pydict({"zones": pa.array(out, pa.binary())})
 
     with executor_errors():
         rows = blobs.mapInArrow(task, "zones binary").collect()
-    tables = [pa.ipc.open_stream(bytes(r[0])).read_all() for r in rows]
-    out = pa.concat_tables(tables) if tables else zone_schema(vtype).empty_table()
-    return out.sort_by([("fragment_id", "ascending"), ("zone_start", "ascending")])
+    blobs_out = [pa.ipc.open_stream(bytes(r[0])).read_all() for r in rows]
+    result = {}
+    for i, c in enumerate(columns):  # (each fragment's tables come in column order)
+        mine = blobs_out[i::len(columns)]
+        null_map = {}
+        if kind == "BLOOMFILTER":
+            for t in mine:
+                offs = BitMap.deserialize(t.schema.metadata[b"null_offsets"])
+                if offs and t.num_rows:
+                    null_map[int(t.column("fragment_id")[0].as_py())] = offs
+            mine = [t.replace_schema_metadata(bloom_schema().metadata) for t in mine]
+        t = pa.concat_tables(mine) if mine else empty[c]
+        t = t.sort_by([("fragment_id", "ascending"), ("zone_start", "ascending")])
+        if kind == "BLOOMFILTER":
+            t = with_null_map(t, null_map)
+        result[c] = t
+    return result
 
 
-def write_zonemap(store, directory: str, zones: pa.Table) -> int:
+def with_null_map(zones: pa.Table, null_map: dict) -> pa.Table:
+    """Bloom filter zones carrying their null rows (fragment id -> offsets)
+    in the schema metadata until :func:`write_zonemap` writes them."""
+    from ..format.indexremap import encode_row_addr_map
+
+    meta = dict(zones.schema.metadata or {})
+    meta[b"null_map"] = encode_row_addr_map(dict(sorted(null_map.items())))
+    return zones.replace_schema_metadata(meta)
+
+
+def null_map_of(zones: pa.Table) -> dict:
+    from ..format.indexremap import decode_row_addr_map
+
+    raw = (zones.schema.metadata or {}).get(b"null_map")
+    return decode_row_addr_map(raw) if raw else {}
+
+
+def write_zonemap(store, directory: str, zones: pa.Table, file_name: str = ZONEMAP_FILE) -> int:
     import lance.file as lf
 
-    rel = f"{directory}/{ZONEMAP_FILE}"
+    rel = f"{directory}/{file_name}"
     staging = store.codec_staging()
     uri = staging.writer_uri(rel)
+    meta = dict(zones.schema.metadata or {})
+    null_map = meta.pop(b"null_map", None)
+    zones = zones.replace_schema_metadata(meta)
     schema = zones.schema
     w = lf.LanceFileWriter(uri, schema, version=INDEX_FILE_VERSION, storage_options=store.codec_options or None)
     for b in zones.to_batches():
         w.write_batch(b)
+    if meta.get(b"null_bitmap") == b"1":
+        # pylance 14's bloom filter files hold the row addresses of the null
+        # rows in global buffer 1 (metadata "null_bitmap"); its IS NULL
+        # search answers from them
+        assert w.add_global_buffer(null_map or NO_NULLS) == 1
     w.close()
     staging.finish_write(rel, uri)
     return store.size(rel)
@@ -174,8 +280,25 @@ def new_zonemap_index(spark, snap: Snapshot, column: str, name: str, fragments, 
     zones = compute_zones(spark, snap, column, fragments)
     if previous is not None and previous.num_rows:
         zones = pa.concat_tables([previous.cast(zones.schema), zones])
+    return written_index(snap, column, name, fragments, zones, "ZONEMAP")
+
+
+#: Global buffer 1 of pylance 14's bloomfilter.lance ("null_bitmap") when no row is null.
+NO_NULLS = b"\x00\x00\x00\x00"
+#: BloomFilterIndexDetails as pylance 14 writes it (no fields).
+BLOOMFILTER_DETAILS = any_pb2.Any(type_url="/lance.index.pb.BloomFilterIndexDetails", value=b"")
+
+
+INDEX_TYPES = ("ZONEMAP", "BLOOMFILTER", "BITMAP")
+
+
+def written_index(snap: Snapshot, column: str, name: str, fragments, zones: pa.Table, kind: str):
+    """Write ``zones`` (ZONEMAP or BLOOMFILTER rows) as a new index on
+    ``column`` covering ``fragments``; its IndexMetadata."""
+    file_name, details = (BLOOMFILTER_FILE, BLOOMFILTER_DETAILS) if kind == "BLOOMFILTER" else (
+        ZONEMAP_FILE, ZONEMAP_DETAILS)
     uid = uuid_mod.uuid4()
-    size = write_zonemap(snap.store, f"_indices/{uid}", zones)
+    size = write_zonemap(snap.store, f"_indices/{uid}", zones, file_name)
     covered = BitMap(int(f) for f in pc.unique(zones.column("fragment_id")).to_pylist())
     covered |= BitMap(f.id for f in fragments)
     meta = table_pb2.IndexMetadata(
@@ -183,36 +306,51 @@ def new_zonemap_index(spark, snap: Snapshot, column: str, name: str, fragments, 
         fragment_bitmap=covered.serialize(), index_version=0, created_at=int(time.time() * 1000),
     )
     meta.uuid.uuid = uid.bytes
-    meta.index_details.CopyFrom(ZONEMAP_DETAILS)
-    meta.files.append(table_pb2.IndexFile(path=ZONEMAP_FILE, size_bytes=size))
+    meta.index_details.CopyFrom(details)
+    meta.files.append(table_pb2.IndexFile(path=file_name, size_bytes=size))
     return meta
 
 
-INDEX_TYPES = ("ZONEMAP", "BLOOMFILTER", "BITMAP")
-
-
-def create_index(spark, snapshot: Snapshot, column: str, index_type: str, name: str | None):
+def create_index(spark, snapshot: Snapshot, column, index_type: str, name: str | None):
+    """``column``: a name, or a list of names -- one index each (``<col>_idx``),
+    all computed in ONE Spark job (one scan of the columns) and committed in
+    one ``CreateIndex``."""
     kind = str(index_type).upper()
     if kind not in INDEX_TYPES:
         raise InvalidArgumentError(f"unknown index type {index_type!r}; one of {INDEX_TYPES}")
-    if kind != "ZONEMAP":
+    if kind == "BITMAP":
         raise UnsupportedFeatureError(
-            f"lance_ops builds ZONEMAP indices only (so far); {kind} indices that pylance builds are read and "
-            "used for skipping"
+            "lance_ops builds ZONEMAP and BLOOMFILTER indices (so far); BITMAP indices that pylance builds are "
+            "read and used for skipping"
         )
-    if column not in snapshot.schema.names:
-        raise InvalidArgumentError(f"cannot index unknown column {column!r}; columns: {snapshot.schema.names}")
-    name = name or f"{column}_idx"
+    columns = [column] if isinstance(column, str) else list(column)
+    if not columns or len(set(columns)) != len(columns):
+        raise InvalidArgumentError(f"createIndex needs one column or a list of distinct columns, got {column!r}")
+    if name is not None and len(columns) > 1:
+        raise InvalidArgumentError("name= names the index of ONE column; several columns get <column>_idx each")
+    for c in columns:
+        if c not in snapshot.schema.names:
+            raise InvalidArgumentError(f"cannot index unknown column {c!r}; columns: {snapshot.schema.names}")
+        if kind == "BLOOMFILTER" and not bloom.hashable(snapshot.schema.field(c).arrow_type()):
+            raise InvalidArgumentError(
+                f"a BLOOMFILTER cannot index column {c!r} of type {snapshot.schema.field(c).arrow_type()} "
+                "(integers, floats, strings, binary, dates, times and timestamps)"
+            )
+    names = {c: (name or f"{c}_idx") for c in columns}
 
     def prepare(snap: Snapshot) -> StagedCommit:
-        if column not in snap.schema.names:
-            raise InvalidArgumentError(f"column {column!r} no longer exists")
-        removed = [i for i in snap.indices if i.name == name]
-        meta = new_zonemap_index(spark, snap, column, name, list(snap.fragments))
-        op = CreateIndex([meta], removed)
-        metrics = {"numIndexedFragments": len(covered_fragments(meta)), "numIndexedRows": snap.num_rows(),
-                   "bytesWritten": meta.files[0].size_bytes}
-        return StagedCommit(op, metrics, {"index": name, "column": column, "type": kind})
+        for c in columns:
+            if c not in snap.schema.names:
+                raise InvalidArgumentError(f"column {c!r} no longer exists")
+        frags = list(snap.fragments)
+        zones = compute_zones_of(spark, snap, columns, frags, kind)
+        metas = [written_index(snap, c, names[c], frags, zones[c], kind) for c in columns]
+        removed = [i for i in snap.indices if i.name in set(names.values())]
+        op = CreateIndex(metas, removed)
+        metrics = {"numIndexedFragments": len(covered_fragments(metas[0])), "numIndexedRows": snap.num_rows(),
+                   "bytesWritten": sum(m.files[0].size_bytes for m in metas)}
+        return StagedCommit(op, metrics, {"index": ",".join(names.values()), "column": ",".join(columns),
+                                          "type": kind})
 
     return prepare
 
@@ -246,11 +384,12 @@ def list_indices(snapshot: Snapshot) -> list[dict]:
 
 
 def update_indices(spark, snapshot: Snapshot):
-    """``optimize().executeIndexUpdate()``: every zone map that does not cover
-    all live fragments is rewritten as one index with its old zones (of
-    fragments that still exist) plus zones of the fragments it lacks.
-    Other index types are left alone (reported in ``indicesSkipped``)."""
-    from ..format.zones import _read_table
+    """``optimize().executeIndexUpdate()``: every zone map or bloom filter
+    (:func:`buildable`) that does not cover all live fragments is rewritten as
+    one index with its old zones (of fragments that still exist; a bloom
+    filter's null rows too) plus zones of the fragments it lacks -- for bloom
+    filters bit for bit what pylance's ``optimize_indices`` writes. Other
+    index types are left alone (reported in ``indicesSkipped``)."""
 
     def prepare(snap: Snapshot) -> StagedCommit | None:
         live = {f.id: f for f in snap.fragments}
@@ -259,7 +398,8 @@ def update_indices(spark, snapshot: Snapshot):
             by_name.setdefault(i.name, []).append(i)
         new, removed, skipped, added = [], [], [], 0
         for name, group in sorted(by_name.items()):
-            if any(index_kind(i) != ZONEMAP or len(i.fields) != 1 for i in group):
+            kinds = {index_kind(i) for i in group}
+            if len(kinds) != 1 or not all(buildable(snap, i) for i in group):
                 skipped.append(name)
                 continue
             covered = set().union(*(covered_fragments(i) for i in group))
@@ -271,11 +411,11 @@ def update_indices(spark, snapshot: Snapshot):
             if field is None or field.name not in snap.schema.names:
                 skipped.append(name)
                 continue
-            old = [_read_table(snap.store, i, ZONEMAP_FILE) for i in group]
-            old = [t.filter(pc.is_in(t.column("fragment_id"), pa.array(sorted(covered & set(live)), pa.uint64())))
-                   for t in old]
-            previous = pa.concat_tables([t.replace_schema_metadata(None) for t in old]) if old else None
-            meta = new_zonemap_index(spark, snap, field.name, name, missing, previous)
+            kind = _kind_name(group[0])
+            keep = covered & set(live)
+            fresh = compute_zones_of(spark, snap, [field.name], missing, kind)[field.name]
+            zones = combined_zones([kept_zones(snap, i, keep) for i in group] + [fresh])
+            meta = written_index(snap, field.name, name, missing, zones, kind)
             meta.fragment_bitmap = (BitMap(covered & set(live)) | BitMap(f.id for f in missing)).serialize()
             new.append(meta)
             removed.extend(group)
@@ -286,3 +426,108 @@ def update_indices(spark, snapshot: Snapshot):
         return StagedCommit(CreateIndex(new, removed), metrics, {"indices": ",".join(i.name for i in new)})
 
     return prepare
+
+
+def kept_zones(snap: Snapshot, idx, keep: set[int]) -> pa.Table:
+    """The zones (ZONEMAP rows, or BLOOMFILTER rows with their null rows) of
+    index ``idx`` on fragments ``keep``, in the schema new zones are written
+    with."""
+    from ..format.zones import BLOOMFILTER, _read_table, read_null_map
+
+    keep_arr = pa.array(sorted(keep), pa.uint64())
+    if index_kind(idx) == BLOOMFILTER:
+        t = _read_table(snap.store, idx, BLOOMFILTER_FILE)
+        t = t.filter(pc.is_in(t.column("fragment_id"), keep_arr)).replace_schema_metadata(None).cast(bloom_schema())
+        nulls = {f: m for f, m in read_null_map(snap.store, idx).items() if f in keep}
+        return with_null_map(t, nulls)
+    column = {f.id: f for f in snap.schema.fields}[idx.fields[0]]
+    t = _read_table(snap.store, idx, ZONEMAP_FILE).replace_schema_metadata(None)
+    return t.filter(pc.is_in(t.column("fragment_id"), keep_arr)).cast(zone_schema(column.arrow_type()))
+
+
+def combined_zones(parts: list[pa.Table]) -> pa.Table:
+    """Zone tables concatenated (bloom filter ones with their null rows
+    merged), sorted by fragment and start."""
+    parts = [p for p in parts if p is not None]
+    nulls: dict = {}
+    for p in parts:
+        nulls.update(null_map_of(p))
+    bloomy = any(b"null_map" in (p.schema.metadata or {}) for p in parts)
+    meta = parts[0].schema.metadata
+    t = pa.concat_tables([p.replace_schema_metadata(meta) for p in parts])
+    t = t.sort_by([("fragment_id", "ascending"), ("zone_start", "ascending")])
+    return with_null_map(t, nulls) if bloomy else t
+
+
+def buildable(snap: Snapshot, idx) -> bool:
+    """A ZONEMAP / BLOOMFILTER on one top-level column of a type lance_ops
+    computes (others -- pylance's on other types -- are left to pylance's
+    rules)."""
+    from ..format.pruning import prunable_type
+
+    top = {f.id: f for f in snap.schema.fields}
+    if len(idx.fields) != 1 or idx.fields[0] not in top:
+        return False
+    t = top[idx.fields[0]].arrow_type()
+    kind = index_kind(idx)
+    return (kind == ZONEMAP and prunable_type(t)) or (kind == BLOOMFILTER and bloom.hashable(t))
+
+
+def zonemaps_to_rebuild(snap: Snapshot, rewritten_ids: BitMap) -> list:
+    """Zone maps and bloom filters (:func:`buildable`) covering a fragment a
+    compaction rewrites: compaction rebuilds them over its new fragments."""
+    return [
+        idx for idx in snap.indices
+        if buildable(snap, idx) and idx.fragment_bitmap and BitMap.deserialize(idx.fragment_bitmap) & rewritten_ids
+    ]
+
+
+def rebuild_zonemaps(spark, snap: Snapshot, indices, groups, new_frags) -> list:
+    """Compaction's zone maps: for each of ``indices`` (:func:`zonemaps_to_rebuild`)
+    a new ``zonemap.lance`` = its zones of fragments the compaction left alone
+    + zones of the new fragments of every group whose old fragments it all
+    covered (computed in executors, one job for every column), named in the
+    Rewrite as a ``RewrittenIndex``: the build then swaps each such group's
+    old fragment ids for its new ones in the bitmap (pylance's rule for
+    rewritten indices), so the compacted table stays indexed -- pylance
+    itself leaves zone maps narrowed (stable row ids) or stale."""
+    from ..format.proto.transaction_pb2 import Transaction
+
+    old_ids = BitMap(f.id for g in groups for f in g)
+    by_id = {f.id: f.name for f in snap.schema.fields}
+    plans = []
+    for idx in indices:
+        bm = BitMap.deserialize(idx.fragment_bitmap)
+        new = [f for old, news in zip(groups, new_frags) if BitMap(f.id for f in old).issubset(bm) for f in news]
+        plans.append((idx, by_id[idx.fields[0]], bm - old_ids, new))
+    frags = {f.id: f for _, _, _, new in plans for f in new}
+    fresh: dict = {}
+    for kind in ("ZONEMAP", "BLOOMFILTER"):
+        columns = sorted({c for idx, c, _, new in plans if new and _kind_name(idx) == kind})
+        if columns:
+            fresh[kind] = compute_zones_of(spark, snap, columns, list(frags.values()), kind)
+    out = []
+    for idx, column, kept, new in plans:
+        kind = _kind_name(idx)
+        parts = [kept_zones(snap, idx, set(kept))]
+        if new:
+            ids = {f.id for f in new}
+            mine = fresh[kind][column]
+            part = mine.filter(pc.is_in(mine.column("fragment_id"), pa.array(sorted(ids), pa.uint64())))
+            if kind == "BLOOMFILTER":
+                part = with_null_map(part, {f: m for f, m in null_map_of(mine).items() if f in ids})
+            parts.append(part)
+        zones = combined_zones(parts)
+        file_name, details = (BLOOMFILTER_FILE, BLOOMFILTER_DETAILS) if kind == "BLOOMFILTER" else (
+            ZONEMAP_FILE, ZONEMAP_DETAILS)
+        uid = uuid_mod.uuid4()
+        size = write_zonemap(snap.store, f"_indices/{uid}", zones, file_name)
+        out.append(Transaction.Rewrite.RewrittenIndex(
+            old_id=idx.uuid, new_id=table_pb2.UUID(uuid=uid.bytes), new_index_details=details,
+            new_index_version=idx.index_version, files=[table_pb2.IndexFile(path=file_name, size_bytes=size)],
+        ))
+    return out
+
+
+def _kind_name(idx) -> str:
+    return "BLOOMFILTER" if index_kind(idx) == BLOOMFILTER else "ZONEMAP"

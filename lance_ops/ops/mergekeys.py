@@ -12,8 +12,12 @@ fragments and the zones whose ``[min, max]`` does not overlap it, and the
 scan's skip report gives the merge's ``numFragmentsScanned`` /
 ``numFragmentsSkipped`` / ``numRowsScanned``.
 
-The source's bounds are one Spark aggregate (a few values); nothing of the
-source or the target is collected. Finding the key pairs is a conservative
+The source's bounds are one Spark aggregate (a few values); when a key has
+at most :data:`MAX_KEY_SET` distinct values, a second small job brings that
+key set (bounded by a ``limit``) and the target filter adds ``k IN (keys)``:
+zone maps then prune per key (scattered keys no longer widen one range over
+everything) and bloom filters are probed with every key. Nothing else of the
+source, and nothing of the target, is collected. Finding the key pairs is a conservative
 reading of the condition's text: only a top-level ``AND`` of conjuncts, each
 exactly ``t.<col> = s.<col>`` (either order, optional backticks), counts;
 anything else (``OR`` at the top level, expressions, ``<=>``) simply finds
@@ -149,8 +153,23 @@ def _literal(v, dtype: T.DataType):
     return F.lit(v)
 
 
+#: At most this many distinct source keys are brought to the driver as an
+#: ``IN`` list for the target scan (zone maps then prune per key, bloom filters
+#: are probed with every key); more keep the range filter only.
+MAX_KEY_SET = 4096
+
+
+def _settable(dtype: T.DataType) -> bool:
+    """Key types whose values make exact Python literals for an IN list
+    (timestamps stay a range: no local-time round trip)."""
+    return isinstance(dtype, (*_INTEGRAL, T.StringType, T.DateType))
+
+
 class SourceBounds:
-    """The source's count and key bounds, from one aggregate."""
+    """The source's count and key bounds, from one aggregate -- plus, when a
+    key has few distinct values (an approximate count in the same aggregate,
+    then a ``distinct().limit(MAX_KEY_SET + 1)`` job: bounded, never the
+    source itself), the key set."""
 
     def __init__(self, source: DataFrame, keys: list[tuple[str, str]], target_types: dict):
         src_types = {f.name: f.dataType for f in source.schema.fields}
@@ -159,9 +178,23 @@ class SourceBounds:
         exprs = [F.count(F.lit(1)).alias("n")]
         for i, (_, s) in enumerate(self.keys):
             exprs += _bound_exprs(s, src_types[s], i)
+            if _settable(src_types[s]) and _settable(target_types[self.keys[i][0]]):
+                exprs.append(F.approx_count_distinct(F.col(f"`{s}`")).alias(f"nd{i}"))
         row = source.agg(*exprs).first()
         self.rows = int(row["n"])
         self.bounds = {t: (row[f"lo{i}"], row[f"hi{i}"]) for i, (t, _) in enumerate(self.keys)}
+        #: target key -> sorted distinct non-null source keys (few of them)
+        self.key_sets: dict[str, list] = {}
+        names = row.asDict()
+        for i, (t, s) in enumerate(self.keys):
+            nd = names.get(f"nd{i}")
+            if nd is None or nd > MAX_KEY_SET or self.bounds[t][0] is None:
+                continue
+            vals = [r[0] for r in source.select(F.col(f"`{s}`")).where(F.col(f"`{s}`").isNotNull())
+                    .distinct().limit(MAX_KEY_SET + 1).collect()]
+            if len(vals) <= MAX_KEY_SET:
+                self.key_sets[t] = sorted(vals)
+            break  # (one key's set is enough to prune by; a second job per key is not worth it)
 
     @property
     def matches_nothing(self) -> bool:
@@ -177,8 +210,13 @@ class SourceBounds:
             dtype = self.types[t]
             c = F.col(f"`{t}`")
             part = (c >= _literal(lo, dtype)) & (c <= _literal(hi, dtype))
+            if t in self.key_sets:
+                part = part & c.isin(self.key_sets[t])
             cond = part if cond is None else cond & part
         return cond
 
     def describe(self) -> str:
-        return ", ".join(f"{t} in [{lo}, {hi}]" for t, (lo, hi) in self.bounds.items())
+        return ", ".join(
+            f"{t} in [{lo}, {hi}]" + (f" ({len(self.key_sets[t])} keys)" if t in self.key_sets else "")
+            for t, (lo, hi) in self.bounds.items()
+        )

@@ -340,7 +340,7 @@ def report_scan(reader: "LanceScanReader", fragments, ranges, skipped_by_lineage
     logging.getLogger("lance_ops").info(
         "scan %s v%s: %d fragments scanned, %d skipped (%d by lineage bounds), %d rows in %d tasks; filters %s",
         reader.store.root, reader.version, record["numFragmentsScanned"], record["numFragmentsSkipped"],
-        skipped_by_lineage, record["numRowsScanned"], tasks, [repr(f) for f in reader.pushed],
+        skipped_by_lineage, record["numRowsScanned"], tasks, [_short(repr(f)) for f in reader.pushed],
     )
     if reader.skip_report:
         with open(reader.skip_report, "w") as f:
@@ -433,6 +433,11 @@ def read_arrow_eval_report(path: str) -> dict | None:
         return None
     with open(path, "rb") as f:
         return pickle.load(f)
+
+
+def _short(text: str, limit: int = 200) -> str:
+    """A filter as logged: a merge's IN list of up to 4096 keys is cut."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
 
 
 # ------------------------------------------------------------- filters

@@ -366,6 +366,14 @@ def _(op: DataReplacement, draft, ctx):
         # Every row of a fragment that got a file is "updated" now (pylance 14
         # stamps the whole fragment's last-updated versions, too).
         draft.touched_fragments.append(frag)
+    # Deviation (pylance 14 keeps them): indices over the replaced fields no
+    # longer describe the replaced fragments -- take those out of their
+    # fragment bitmaps (scanned, not pruned by stale zones), as an Update does.
+    replaced = set(next(iter(fields), ()))
+    changed = BitMap(op.fragment_ids())
+    for idx in draft.indices:
+        if replaced & set(idx.fields) and idx.fragment_bitmap:
+            idx.fragment_bitmap = (BitMap.deserialize(idx.fragment_bitmap) - changed).serialize()
 
 
 @apply_operation.register

@@ -150,6 +150,26 @@ def _index_overlaps(index_op: CreateIndex, rewrite: Rewrite) -> Outcome:
     return OK
 
 
+def index_vs_project(ours: CreateIndex, theirs) -> Outcome:
+    """Deviation (pylance 14 commits an index on a field that no longer
+    exists, listed on ``<unknown>``): a new index on a column a concurrent
+    Project dropped is retried -- the re-run fails clearly ("no column")."""
+    kept = {f.id for f in theirs.schema.walk()} if theirs.schema is not None else None
+    if kept is None:
+        return OK
+    fields = {f for i in ours.new_indices for f in i.fields}
+    return RETRY if fields - kept else OK
+
+
+def index_vs_update(ours: CreateIndex, theirs: Update) -> Outcome:
+    """A concurrent Update is fine (row ids stay valid, pylance 14) -- but
+    fragments whose indexed field it rewrote no longer hold what the new
+    index describes: :func:`rebase` takes them out of the new index's
+    fragment bitmap, as pylance 14 does (and as building an Update over an
+    existing index does), so they are scanned, never pruned by stale zones."""
+    return OK
+
+
 def index_vs_replacement(ours: CreateIndex, theirs: DataReplacement) -> Outcome:
     fields = {f for i in ours.new_indices for f in i.fields}
     return RETRY if fields & theirs.field_ids() else OK
@@ -203,9 +223,20 @@ def restore_vs_config(ours: Restore, theirs: UpdateConfig) -> Outcome:
 
 def index_vs_index(ours: CreateIndex, theirs: CreateIndex) -> Outcome:
     """Two commits creating (or replacing) an index of the same name: retry
-    (pylance 14); different indices commit side by side."""
+    (pylance 14); different indices commit side by side. Deviation (the
+    reference source: ok, indices are told apart by uuid): when both removed
+    the same index and either put a new one in its place (``dropIndex`` vs
+    ``executeIndexUpdate``), retry -- else the rebuild would undo the drop,
+    or the drop miss the rebuilt index. Two drops of one index: ok."""
     mine = {i.name for i in ours.new_indices}
-    return RETRY if mine & {i.name for i in theirs.new_indices} else OK
+    if mine & {i.name for i in theirs.new_indices}:
+        return RETRY
+    removed_both = {bytes(i.uuid.uuid) for i in ours.removed_indices} & {
+        bytes(i.uuid.uuid) for i in theirs.removed_indices
+    }
+    if removed_both and (ours.new_indices or theirs.new_indices):
+        return RETRY
+    return OK
 
 
 def columns_vs_project(ours: Update, theirs) -> Outcome:
@@ -241,7 +272,7 @@ RULES: dict[str, tuple] = {
     "Merge":           (RETRY,  merge_vs_delete, RETRY, RETRY, RETRY, FAIL, RETRY, FAIL, FAIL, OK,    merge_vs_config, OK, RETRY),
     "Project":         (OK,     OK,     OK,     OK,     RETRY,  RETRY,  OK,     FAIL,   FAIL,   OK,     OK,     OK,     OK),
     "Rewrite":         (OK,     _rg,    _rg,    _rg,    RETRY,  OK,     _rg,    FAIL,   FAIL,   rewrite_vs_index, OK, OK, _rg),
-    "CreateIndex":     (OK,     OK,     OK,     OK,     OK,     OK,     index_vs_rewrite, FAIL, FAIL, index_vs_index, OK, OK, index_vs_replacement),
+    "CreateIndex":     (OK,     OK,     OK,     index_vs_update, OK, index_vs_project, index_vs_rewrite, FAIL, FAIL, index_vs_index, OK, OK, index_vs_replacement),
     "UpdateConfig":    (OK,     OK,     OK,     OK,     config_vs_merge, OK, OK, config_vs_overwrite, config_vs_restore, OK, config_vs_config, OK, OK),
     "Overwrite":       (OK,     OK,     OK,     OK,     OK,     OK,     OK,     RETRY,  OK,     OK,     overwrite_vs_config, OK, OK),
     "Restore":         (OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     OK,     restore_vs_config, OK, OK),
@@ -271,6 +302,7 @@ SPECIAL_CELLS = {
     ("UpdateBases", "UpdateBases"): bases_vs_bases,
     ("Restore", "UpdateMemWalState"): FAIL,
     ("DataReplacement", "UpdateMemWalState"): FAIL,
+    ("CreateIndex", "UpdateMemWalState"): FAIL,
 }
 #: Committing kinds that are compatible with everything but their special cells.
 COMPATIBLE_COMMITS = {"UpdateBases", "Clone"}
@@ -307,6 +339,9 @@ class Pending:
     #: Fragments concurrent commits changed (for NARROW).
     changed_fragments: set[int] = field(default_factory=set)
     conflicting: list[tuple[int, str, Outcome]] = field(default_factory=list)
+    #: (fields modified, fragment ids) of concurrent Updates, for a CreateIndex
+    #: whose new indices must not cover fragments whose indexed data changed.
+    modified_fields: list[tuple[set[int], set[int]]] = field(default_factory=list)
 
     def add(self, version: int, theirs: Transaction | None, ours: Transaction, outcome: Outcome) -> None:
         self.outcome = max(self.outcome, outcome)
@@ -316,6 +351,11 @@ class Pending:
             self.rows_fragments |= touched_fragments(ours.operation) & touched_fragments(theirs.operation)
         if outcome == NARROW:
             self.changed_fragments |= touched_fragments(theirs.operation)
+        if isinstance(ours.operation, CreateIndex) and theirs is not None and isinstance(theirs.operation, Update):
+            if theirs.operation.fields_modified:
+                self.modified_fields.append(
+                    (set(theirs.operation.fields_modified), {f.id for f in theirs.operation.updated_fragments})
+                )
 
     def raise_if_conflict(self, ours: Transaction) -> None:
         bad = [(v, n, o) for v, n, o in self.conflicting if o >= RETRY]
@@ -348,9 +388,28 @@ def rebase(ours: Transaction, pending: Pending, latest: Snapshot) -> Transaction
         # rows: commit without them (the build narrows or keeps those indices)
         op.rewritten_indices = []
         pending.changed_fragments = set()
+    if isinstance(op, CreateIndex) and pending.modified_fields:
+        _narrow_new_indices(op, pending.modified_fields)
+        pending.modified_fields = []
     if isinstance(op, (Delete, Update)) and pending.outcome >= REBASE:
         ours.read_version = latest.version
     return ours
+
+
+def _narrow_new_indices(op: CreateIndex, modified: list[tuple[set[int], set[int]]]) -> None:
+    """Take fragments whose indexed field a concurrent Update rewrote out of
+    the new indices' fragment bitmaps (pylance 14 commits the same bitmaps):
+    those fragments are scanned instead of pruned by stale statistics."""
+    for idx in op.new_indices:
+        if not idx.fragment_bitmap:
+            continue
+        bm = BitMap.deserialize(idx.fragment_bitmap)
+        before = BitMap(bm)
+        for fields, frags in modified:
+            if fields & set(idx.fields):
+                bm -= BitMap(frags)
+        if bm != before:
+            idx.fragment_bitmap = bm.serialize()
 
 
 def _merge_deletions(ours: Transaction, fragment_ids: set[int], latest: Snapshot) -> None:

@@ -141,6 +141,26 @@ def test_backfill_where_rewrites_only_matching_rows(spark, feature_table):
     old = before.column("_row_last_updated_at_version").to_pylist()
     assert [i for i in range(70) if upd[i] != old[i]] == list(range(35, 45))
     assert after.column("_rowid") == before.column("_rowid")
+    n_frags = len(t.refresh().snapshot.fragments)
+    assert info.metrics["numFragmentsScanned"] == n_frags and "numRowsScanned" not in info.metrics
+
+    # with a zone map on id, only the fragments holding ids 35..44 are read
+    t.createIndex("id", "ZONEMAP")
+    info = t.backfill({"g": "f0 * 3"}, where="id >= 38 AND id < 42")
+    g = _table(path).column("g").to_pylist()
+    assert g == [3.0 * i if 38 <= i < 42 else (10.0 * i if 35 <= i < 45 else 2.0 * i) for i in range(70)]
+    # (appends are round-robin repartitioned: ids interleave across fragments)
+    ids = lance.dataset(path).to_table(columns=["id"], with_row_address=True).to_pylist()
+    by_frag: dict = {}
+    for r in ids:
+        by_frag.setdefault(r["_rowaddr"] >> 32, []).append(r["id"])
+    holding = {f for f, v in by_frag.items() if any(38 <= i < 42 for i in v)}
+    zones = {f for f, v in by_frag.items() if min(v) < 42 and max(v) >= 38}  # what the zone map keeps
+    assert (info.metrics["numFragmentsScanned"], info.metrics["numFragmentsSkipped"]) == (
+        len(holding), n_frags - len(holding))
+    # the pre-pass reads the zones it keeps, then the matching fragments are rewritten whole
+    assert info.metrics["numRowsScanned"] == sum(len(by_frag[f]) for f in zones) + sum(len(by_frag[f]) for f in holding)
+    assert len(zones) < n_frags
 
 
 def test_constraints_are_enforced_inside_every_write(spark, tmp_path):

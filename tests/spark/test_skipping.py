@@ -47,9 +47,8 @@ def indexed(spark, tmp_path_factory):
     ds.delete("id % 11 = 3 OR id BETWEEN 100 AND 5000")
     t = LanceTable(spark, path)
     plain = t.version
-    for c in ("id", "f", "s"):
-        t.createIndex(c, "ZONEMAP")
-    lance.dataset(path).create_scalar_index("ts", "ZONEMAP")  # (one of pylance's in the mix: fewer jobs)
+    t.createIndex(["id", "f", "s"], "ZONEMAP")  # (one job, one commit)
+    lance.dataset(path).create_scalar_index("ts", "ZONEMAP")  # (one of pylance's in the mix)
     return path, plain, LanceTable(spark, path)
 
 
@@ -101,11 +100,20 @@ def test_random_predicates_pruned_equal_unpruned(spark, indexed):
     fresh = LanceTable(spark, path)
     unindexed = LanceTable(spark, path, version=plain)
     assert not unindexed.listIndices() and len(fresh.listIndices()) == 4
-    preds = _predicates(13, 8)
+    preds = _predicates(13, 10)
     # the unpruned answers of every predicate in one job (no filter to push)
     flags = unindexed.toDF().select("id", *[F.expr(p).alias(f"p{i}") for i, p in enumerate(preds)]).collect()
+    # the pruned answers in one job too: a union of one filtered scan per
+    # predicate (each scan planned -- and pruned -- with its own pushed filters)
+    scans = [fresh.toDF().where(p).select(F.lit(i).alias("q"), "id") for i, p in enumerate(preds)]
+    union = scans[0]
+    for sc in scans[1:]:
+        union = union.unionByName(sc)
+    pruned: dict = {}
+    for r in union.collect():
+        pruned.setdefault(r["q"], []).append(r["id"])
     for i, p in enumerate(preds):
-        assert _ids(fresh.toDF().where(p)) == sorted(r["id"] for r in flags if r[f"p{i}"]), p
+        assert sorted(pruned.get(i, [])) == sorted(r["id"] for r in flags if r[f"p{i}"]), p
 
 
 def test_delete_and_update_read_only_matching_zones(spark, indexed, tmp_path):
@@ -219,7 +227,8 @@ def test_merge_prunes_target_by_source_key_range(spark, indexed, tmp_path):
     assert (m["numUpdatedRows"], m["numInsertedRows"]) == (r["num_updated_rows"], r["num_inserted_rows"])
     # [17000, 24039] overlaps only fragment 2 (ids 16000..23999): one zone, 8000 rows
     assert (m["numFragmentsScanned"], m["numFragmentsSkipped"], m["numRowsScanned"]) == (1, 2, 8000), m
-    assert t.table.history(1)[0]["operationParameters"]["targetKeyRange"] == "id in [17000, 24039]"
+    # few keys (<= MAX_KEY_SET): the key set itself reaches the scan as IN
+    assert t.table.history(1)[0]["operationParameters"]["targetKeyRange"] == "id in [17000, 24039] (340 keys)"
 
     # keys beyond every zone: nothing of the target is read, rows are inserted
     covered = set(next(i for i in t.listIndices() if i["name"] == "id_idx")["fragmentIds"])
@@ -232,6 +241,14 @@ def test_merge_prunes_target_by_source_key_range(spark, indexed, tmp_path):
     # only the fragments the first merge wrote (not indexed) are read
     assert (info.metrics["numFragmentsScanned"], info.metrics["numFragmentsSkipped"]) == (len(uncovered), 3)
 
+    # scattered keys: their range spans every fragment, the key set only two
+    uncovered = [f.id for f in LanceTable(spark, ours).snapshot.fragments if f.id not in covered]
+    src_sc = _upserts([5001, 17050])
+    info = t.merge(spark.createDataFrame(src_sc), "t.id = s.id").whenMatchedUpdateAll().execute()
+    lance.dataset(ref).merge_insert("id").when_matched_update_all().execute(src_sc)
+    assert _table_rows(ours) == _table_rows(ref)
+    assert (info.metrics["numFragmentsScanned"], info.metrics["numFragmentsSkipped"]) == (2 + len(uncovered), 1)
+
     # NOT MATCHED BY SOURCE sees every target row: no pruning
     src3 = _upserts(list(range(0, 24_000, 5)))
     info = t.merge(spark.createDataFrame(src3), "t.id = s.id").whenNotMatchedBySourceDelete().execute()
@@ -239,3 +256,98 @@ def test_merge_prunes_target_by_source_key_range(spark, indexed, tmp_path):
     assert _table_rows(ours) == _table_rows(ref)
     assert info.metrics["numFragmentsSkipped"] == 0
     assert "targetKeyRange" not in t.table.history(1)[0]["operationParameters"]
+
+
+def test_compaction_rebuilds_zone_maps(spark, indexed, tmp_path):
+    """Compaction rewrites every fragment (all small, fragment 0 >10% deleted):
+    the zone maps are rebuilt over the new fragment (pylance's own compaction
+    would leave them stale), pylance plans with them and agrees with us, and
+    we prune inside the new fragment by its zones."""
+    path, _, _ = indexed
+    copy = str(tmp_path / "c.lance")
+    shutil.copytree(path, copy)
+    t = LanceTable(spark, copy)
+    info = t.optimize().executeCompaction()
+    assert info.metrics["indicesRebuilt"] == 4 and info.metrics["indicesNarrowed"] == 0
+    frags = [f.id for f in t.snapshot.fragments]
+    assert frags == [3] and all(i["fragmentIds"] == frags for i in t.listIndices())
+    ds = lance.dataset(copy)
+    trace = str(tmp_path / "skip.json")
+    reader = spark.read.format("lance").option("skipReport", trace)
+    for flt in ["id BETWEEN 17000 AND 17100", "f > 5000.0", "s = 'k00100'", "s IS NULL", "f = 0.0"]:
+        assert "ScalarIndexQuery" in ds.scanner(filter=flt).explain_plan(), flt
+        theirs = sorted(ds.to_table(filter=flt, columns=["id"]).column("id").to_pylist())
+        assert _ids(reader.load(copy).where(flt)) == theirs, flt
+    # the last filter's report: f = 0.0 may be anywhere; the id range in one zone
+    _ids(reader.load(copy).where("id BETWEEN 17000 AND 17100"))
+    rep = read_skip_report(trace)
+    assert (rep["numFragmentsScanned"], rep["numRowsScanned"]) == (1, 8192), rep
+    # the rebuilt zones are the zones pylance computes over the compacted table
+    from lance_ops.format.zones import read_zonemap
+
+    def zones(name):
+        snap = LanceTable(spark, copy).snapshot
+        return [repr(z) for z in read_zonemap(snap.store, next(i for i in snap.indices if i.name == name))]
+
+    for c in ("id", "f", "s"):
+        lance.dataset(copy).create_scalar_index(c, "ZONEMAP", name=f"{c}_py")
+        assert zones(f"{c}_idx") == zones(f"{c}_py"), c
+
+
+def test_bloom_filters_built_as_pylance_and_probed(spark, tmp_path):
+    """createIndex(col, "BLOOMFILTER") writes pylance 14's bloomfilter.lance
+    bit for bit (same zones, same split-block filters over xxhash64); pylance
+    plans with ours and agrees; equality / IN predicates of reads and deletes
+    skip the zones whose filters rule the value out."""
+    import lance.file as lf
+
+    from lance_ops.format.indexremap import decode_row_addr_map
+
+    data = _data(5).drop(["f"])
+    ours, ref = str(tmp_path / "o.lance"), str(tmp_path / "r.lance")
+    lance.write_dataset(data, ours, max_rows_per_file=8000)
+    shutil.copytree(ours, ref)
+    t = LanceTable(spark, ours)
+    t.createIndex(["id", "s", "ts"], "BLOOMFILTER")
+    for c in ("id", "s", "ts"):
+        lance.dataset(ref).create_scalar_index(c, "BLOOMFILTER")
+
+    def files(path):
+        ds = lance.dataset(path)
+        out = {}
+        for i in ds.list_indices():
+            f = f"{path}/_indices/{i['uuid']}/bloomfilter.lance"
+            r = lf.LanceFileReader(f)
+            g = r.metadata().global_buffers[1]  # the null rows' addresses
+            with open(f, "rb") as fh:
+                raw = fh.read()
+            nulls = decode_row_addr_map(raw[g.position:g.position + g.size])
+            out[i["name"]] = (i["type"], i["fragment_ids"], r.read_all().to_table(), r.metadata().schema.metadata,
+                              {k: list(v) for k, v in nulls.items()})
+        return out
+
+    assert files(ours) == files(ref)
+    assert [i["type"] for i in t.listIndices()] == ["BLOOMFILTER"] * 3
+    ds = lance.dataset(ours)
+    trace = str(tmp_path / "skip.json")
+    reader = spark.read.format("lance").option("skipReport", trace)
+    ts = "TIMESTAMP '2020-09-13 12:26:40' + INTERVAL 17001 SECONDS"
+    for flt, frags in [("id = 17000", 1), ("id IN (5, 17000, 99999)", 2), ("s = 'k00020'", 1),
+                       ("s = 'k00100'", 0), ("s = 'nope'", 0), ("s IS NULL", 2), (f"ts = {ts}", 1), ("id > 17000", 3)]:
+        got = _ids(reader.load(ours).where(flt))
+        assert read_skip_report(trace)["numFragmentsScanned"] == frags, flt
+        if "TIMESTAMP" not in flt:
+            assert "ScalarIndexQuery" in ds.scanner(filter=flt).explain_plan() or ">" in flt, flt
+            assert got == sorted(ds.to_table(filter=flt, columns=["id"]).column("id").to_pylist()), flt
+    assert _ids(reader.load(ours).where(f"ts = {ts}")) == [17001]
+    # appended rows: executeIndexUpdate extends the bloom filters as pylance's optimize_indices does
+    for p in (ours, ref):
+        lance.write_dataset(_data(9).drop(["f"]).slice(0, 300), p, mode="append")
+    t = LanceTable(spark, ours)
+    info = t.optimize().executeIndexUpdate()
+    assert info.metrics["numUpdatedIndices"] == 3
+    lance.dataset(ref).optimize.optimize_indices()
+    assert files(ours) == files(ref)
+    info = t.delete("id IN (3, 12345)")
+    assert (info.metrics["numFragmentsScanned"], info.metrics["numFragmentsSkipped"]) == (3, 1)  # (+ the appended)
+    assert info.metrics["numDeletedRows"] == 2 + 1  # (id 3 was appended again)

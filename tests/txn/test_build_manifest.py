@@ -873,6 +873,18 @@ def test_data_replacement_with_different_fields_is_refused(store):
         build(prev, ops.DataReplacement([(0, dfile("n0.lance", [1])), (1, dfile("n1.lance", [0]))]))
 
 
+def test_data_replacement_uncovers_replaced_fragments_in_indices_of_the_field(store):
+    """Deviation from pylance 14 (keeps them): a zone map over b built before a
+    backfill of b would prune by stale zones; the replaced fragments leave the
+    bitmaps of indices on b (scanned), indices on other fields keep theirs."""
+    f0 = frag(0, files=[dfile("a0.lance", [0]), dfile("b0.lance", [1])])
+    f1 = frag(1, files=[dfile("a1.lance", [0]), dfile("b1.lance", [1])])
+    prev = snap(store, make_manifest(2, [f0, f1, frag(2)], max_id=2),
+                [index("b_idx", [1], {0, 1, 2}), index("a_idx", [0], {0, 1, 2})])
+    _, indices, _ = build(prev, ops.DataReplacement([(0, dfile("nb0.lance", [1])), (2, dfile("nb2.lance", [1]))]))
+    assert {i.name: bitmap(i) for i in indices} == {"b_idx": [1], "a_idx": [0, 1, 2]}
+
+
 # ---------------------------------------------------------------------------
 # CreateIndex
 # ---------------------------------------------------------------------------

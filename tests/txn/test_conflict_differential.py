@@ -25,6 +25,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import warnings
 
 import lance
 import pyarrow as pa
@@ -54,6 +55,7 @@ OPS = {
     "compaction": lambda ds, p: ds.optimize.compact_files(target_rows_per_fragment=10),
     "create_index": lambda ds, p: ds.create_scalar_index("x", "BTREE"),
     "create_index_other": lambda ds, p: ds.create_scalar_index("id", "BITMAP"),
+    "create_zonemap": lambda ds, p: ds.create_scalar_index("x", "ZONEMAP", name="x_zones"),
     "drop_x": lambda ds, p: ds.drop_columns(["x"]),
     "field_metadata": lambda ds, p: ds.update_field_metadata({"w": {"fm": "1"}}) if hasattr(ds, "update_field_metadata") else None,
     "config": lambda ds, p: ds.update_config({"k": "v"}),
@@ -74,6 +76,15 @@ DEVIATIONS = {
     ("add_columns", "delete_other"): (
         "commit", "retry",
         "as (add_columns, delete): the Merge adopts the concurrent Delete's deletion files",
+    ),
+    ("create_index", "drop_x"): (
+        "retry", "commit",
+        "tests/txn/test_conflict_matrix.py (retry!h): pylance keeps a new index on the dropped column "
+        "(listed on '<unknown>'); lance_ops retries and the re-run fails clearly",
+    ),
+    ("create_zonemap", "drop_x"): (
+        "retry", "commit",
+        "as (create_index, drop_x)",
     ),
 }
 
@@ -175,9 +186,25 @@ def _reserved_bytes(cell: str, data: bytes) -> bytes:
     return txn.to_bytes()
 
 
-def _table(path):
+#: Committing operations whose cells also compare the index lists: a rebased
+#: CreateIndex must cover exactly the fragments pylance's covers. (Not every
+#: cell: pylance 14's Update also extends unmodified-field indices over the
+#: fragments a pure row rewrite wrote -- lance_ops' Update leaves them
+#: uncovered, i.e. scanned; see the issue 13 note.)
+INDEX_OPS = {"create_index", "create_index_other", "create_zonemap"}
+
+
+def _table(path, indices: bool = False):
+    """Version, rows with row ids (and the indices: name, fields, covered
+    fragments)."""
     ds = lance.dataset(path)
-    return ds.version, ds.to_table(with_row_id=True).sort_by("_rowid").to_pylist(), ds.validate()
+    out = (ds.version, ds.to_table(with_row_id=True).sort_by("_rowid").to_pylist(), ds.validate())
+    if indices:
+        with warnings.catch_warnings():  # (list_indices is deprecated; describe_indices has no fragments)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            listed = ds.list_indices()
+        out += (sorted((i["name"], i["fields"], sorted(i["fragment_ids"])) for i in listed),)
+    return out
 
 
 PAIRS = [(ours, theirs) for ours in OPS for theirs in OPS]
@@ -207,4 +234,5 @@ def test_decides_as_pylance(made, tmp_path, ours, theirs):
     assert category(got[0]) == category(expected[0]), f"{ours} after {theirs}: lance_ops {got}, pylance {expected}"
     if got[0] == "commit":
         assert got[1] == expected[1], f"{ours} after {theirs}: committed read version (rebase) differs"
-        assert _table(our_cell) == _table(py_cell), f"{ours} after {theirs}: the tables differ"
+        idx = ours in INDEX_OPS
+        assert _table(our_cell, idx) == _table(py_cell, idx), f"{ours} after {theirs}: the tables differ"
