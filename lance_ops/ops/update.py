@@ -20,6 +20,7 @@ from ..spark.arrowtasks import (
     fragment_tasks,
     log_evaluation,
     run_arrow_changes,
+    scanned_metrics,
 )
 from ..spark.constraints import referenced, specs_for, with_checks
 from ..spark.errors import executor_errors
@@ -125,10 +126,7 @@ def _arrow_changes(spark, snap: Snapshot, arrow, assignments: dict):
     with journaled(snap.store, arrow.may_raise) as token, executor_errors():
         ctx.journal = token  # (set before the task closure pickles ctx)
         changes = run_arrow_changes(spark, groups, arrow_update_task(ctx, arrow))
-    n = sum(1 for g in groups for _ in g)
-    scanned = {"numFragmentsScanned": n, "numFragmentsSkipped": len(snap.fragments) - n,
-               "numRowsScanned": sum(e - s for g in groups for _, rs in g for s, e in rs)}
-    return changes, scanned
+    return changes, scanned_metrics(snap, groups)
 
 
 def _staged(snap: Snapshot, changes, assignments: dict, params: dict, scanned: dict, evaluation: str):

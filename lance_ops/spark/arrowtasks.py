@@ -166,6 +166,13 @@ def arrow_delete_task(ctx: ChangeContext, cond: ArrowCondition):
     return run
 
 
+def scanned_metrics(snap, groups) -> dict:
+    """Scan metrics of Arrow tasks over ``groups`` (from :func:`fragment_tasks`)."""
+    n = sum(1 for g in groups for _ in g)
+    return {"numFragmentsScanned": n, "numFragmentsSkipped": len(snap.fragments) - n,
+            "numRowsScanned": sum(e - s for g in groups for _, rs in g for s, e in rs)}
+
+
 def run_arrow_changes(spark, groups, task) -> ChangeSet:
     """``task(group)`` once per group, one Spark task each (no RDD: works
     from Spark Connect too)."""
@@ -251,15 +258,18 @@ def pruning_conjuncts(tree) -> list:
 
 
 def arrow_update_task(ctx: ChangeContext, av: ArrowValues):
-    """Executor work of one update task: per fragment, read the referenced
-    columns of its ranges, evaluate the condition and the new values with
-    Arrow, and hand the change requests to ``change_fragment`` and the
-    change writer -- the very code the Spark path's tasks end in (same
-    deletion vectors, moved rows keep their row ids and created-at
-    versions). An ANSI error row raises :class:`ArrowEvalFallback`."""
+    """Executor work of one update (or, without values, delete) task: per
+    fragment, read the referenced columns of its ranges, evaluate the
+    condition and the new values with Arrow, and hand the change requests to
+    ``change_fragment`` and the change writer -- the very code the Spark
+    path's tasks end in (same deletion vectors, moved rows keep their row ids
+    and created-at versions). An ANSI error row raises
+    :class:`ArrowEvalFallback`."""
     from ..arrow_eval.vector import ERRORS, evaluate
     from ..errors import ArrowEvalFallback
     from .rowchanges import UPDATE, _ChangeWriter
+
+    action = UPDATE if av.values else DELETE
     from .types import to_spark_batch
 
     def check(err, what):
@@ -291,7 +301,7 @@ def arrow_update_task(ctx: ChangeContext, av: ArrowValues):
                 if not rows.num_rows:
                     continue
                 cols = {ROW_ADDR: rows.column(ROW_ADDR).combine_chunks(),
-                        ACTION: pa.array(np.full(rows.num_rows, UPDATE, dtype=object), pa.string())}
+                        ACTION: pa.array(np.full(rows.num_rows, action, dtype=object), pa.string())}
                 for name, tree in av.values.items():
                     v, err = evaluate(tree, rows)
                     check(err, f"value of {name}")
@@ -306,3 +316,26 @@ def arrow_update_task(ctx: ChangeContext, av: ArrowValues):
             raise
 
     return run
+
+
+# ------------------------------------------------------- column expressions
+def arrow_column_transform(av: ArrowValues, target: pa.Schema):
+    """``ColumnFileContext.transform`` computing the columns of ``target``
+    from their trees (``av.values``) over one input batch; an ANSI error row
+    raises :class:`ArrowEvalFallback`."""
+
+    def apply(batch: pa.RecordBatch) -> pa.RecordBatch:
+        from ..arrow_eval.vector import ERRORS, evaluate
+        from ..errors import ArrowEvalFallback
+
+        table = pa.Table.from_batches([batch])
+        cols = []
+        for f in target:
+            v, err = evaluate(av.values[f.name], table)
+            if err.any():
+                code = int(err[err != 0][0])
+                raise ArrowEvalFallback(f"column {f.name}: a row raises {ERRORS[code]} in ANSI mode")
+            cols.append(v if v.type == f.type else v.cast(f.type))
+        return pa.RecordBatch.from_arrays(cols, schema=target)
+
+    return apply
