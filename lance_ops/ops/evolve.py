@@ -21,6 +21,7 @@ ids and addresses stay, and only changed rows get the new last-updated version.
 """
 from __future__ import annotations
 
+import logging
 from typing import Callable
 
 import numpy as np
@@ -30,11 +31,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..errors import InvalidArgumentError, LanceOpsError, SchemaMismatchError
+from ..errors import ArrowEvalFallback, InvalidArgumentError, LanceOpsError, SchemaMismatchError
 from ..format import rowids
 from ..format.messages import copy_message
 from ..format.scan import METADATA_COLUMNS, ROW_ADDR, ROW_ID
 from ..format.schema import Field
+from ..spark.arrowtasks import arrow_column_transform, arrow_values, log_evaluation
 from ..spark.columnfiles import (
     CHANGED,
     ColumnFileContext,
@@ -69,6 +71,7 @@ from .dml import analysis_frame, fragments_matching, has_index_on
 from .update import assignment_columns, check_assignments
 
 FRAGMENT_KEY = "_fragment"
+log = logging.getLogger("lance_ops")
 
 
 # ---------------------------------------------------------------- addColumns
@@ -117,6 +120,9 @@ def add_columns(spark, snapshot: Snapshot, source, *, read_columns=None, output_
             "numUpdatedFragments": len(files),
             "bytesWritten": sum(df.file_size_bytes for df in files),
         }
+        if getattr(plan, "evaluation", None):
+            metrics["evaluation"] = plan.evaluation
+            log_evaluation("addColumns", snap, plan.evaluation)
         return StagedCommit(op, metrics, params)
 
     return prepare
@@ -153,9 +159,29 @@ class _ExpressionColumns:
     def new_fields(self, spark, snap: Snapshot) -> list[T.StructField]:
         _check_new_names(snap, list(self.exprs))
         frame = analysis_frame(spark, snap).select(*[as_column(v).alias(k) for k, v in self.exprs.items()])
-        return _as_nullable(frame.schema.fields)
+        self.new_fields_cache = _as_nullable(frame.schema.fields)
+        return self.new_fields_cache
 
     def run(self, spark, snap: Snapshot, ctx: ColumnFileContext):
+        columns = [as_column(v).alias(k) for k, v in self.exprs.items()]
+        av = arrow_values(spark, snap, analysis_frame(spark, snap).select(*columns), False, list(self.exprs))
+        if av is not None:
+            # Arrow evaluates the expressions in the tasks that write the
+            # column files: the rows never go through the JVM.
+            try:
+                arrow_in = spark_arrow_schema(spark_schema(snap.schema, av.columns, av.metadata))
+                target = spark_arrow_schema(T.StructType(self.new_fields_cache))
+                ctx.transform = arrow_column_transform(av, target)
+                task = function_column_files(ctx, arrow_in.names, av.columns, av.metadata, arrow_in,
+                                             snap.stable_row_ids)
+                groups = fragment_groups(snap.fragments, rows_per_partition(spark, snap.num_rows()))
+                results = parse_results(run_pair_tasks(spark, groups, task))
+                self.evaluation = "arrow"
+                return results
+            except ArrowEvalFallback as e:
+                log.info("addColumns %s v%s: %s; evaluating on Spark", snap.store.root, snap.version, e)
+                ctx.transform = None
+        self.evaluation = "spark"
         refs = referenced_columns(analysis_frame(spark, snap), list(self.exprs.values()))
         data_cols = [c for c in refs if c in snap.schema.names]
         meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]

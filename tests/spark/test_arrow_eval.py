@@ -196,6 +196,8 @@ DELETES = [  # (pylance gets isnan(f64) for f64 = double('NaN'))
     "s >= 'a' AND NOT (d < DATE'1970-01-01') AND i64 IN (0, 42, -42)",
     "f64 > 1.5 AND b",
     "ts BETWEEN TIMESTAMP'1970-01-01 00:00:00' AND TIMESTAMP'2030-01-01 00:00:00'",
+    "i32 % 7 = 1 OR (f64 > 0 AND b) OR i8 + 1 < 0",  # analyzed-plan path (OR, arithmetic)
+    "s LIKE 'a%' AND i64 > 0",  # pushed-filter path (LIKE is outside the analyzed subset)
 ]
 
 
@@ -242,7 +244,7 @@ def test_delete_fallback_reports_spark(spark, tmp_path):
     lance.write_dataset(gen_table(5), path, max_rows_per_file=80, enable_stable_row_ids=True)
     ref = str(tmp_path / "ref.lance")
     shutil.copytree(path, ref)
-    cond = "i32 > 0 OR f64 > 0"
+    cond = "upper(s) = 'A' OR i32 > 0"  # (a function outside both Arrow paths)
     info = LanceTable(spark, path).delete(cond)
     lance.dataset(ref).delete(cond)
     assert info.metrics["evaluation"] == "spark"
@@ -508,3 +510,29 @@ def test_update_without_analyzed_plan_reports_spark(spark, tmp_path, monkeypatch
     info = LanceTable(spark, a_path).update("i32 > 0", {"i32": "i32 - 1"})
     assert info.metrics["evaluation"] == "spark"
     assert info.metrics["numUpdatedRows"] > 0
+
+
+# ------------------------------------------------------------- addColumns
+def test_add_columns_sql_both_paths_and_pylance(spark, tmp_path):
+    ref, a_path, s_path = _copies(tmp_path, seed=8)
+    LanceTable(spark, a_path).delete("i8 = 0")  # (deleted rows get no value)
+    _spark_path(spark, lambda: LanceTable(spark, s_path).delete("i8 = 0"))
+    lance.dataset(ref).delete("i8 = 0")
+    exprs = {"x": "CASE WHEN i32 > 0 THEN i64 % 7 ELSE -1 END", "y": "CAST(i8 AS DOUBLE) / 2",
+             "z": "coalesce(b, i32 IS NULL)"}
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        info_a = LanceTable(spark, a_path).addColumns(exprs)
+        info_s = _spark_path(spark, lambda: LanceTable(spark, s_path).addColumns(exprs))
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+    assert info_a.metrics["evaluation"] == "arrow"
+    assert info_s.metrics["evaluation"] == "spark"
+    assert _full_rows(a_path) == _full_rows(s_path)
+    assert lance.dataset(a_path).schema == lance.dataset(s_path).schema
+    lance.dataset(ref).add_columns({"y": "CAST(i8 AS DOUBLE) / 2"})
+    got = lance.dataset(a_path).to_table(columns=["y"], with_row_id=True).sort_by("_rowid")
+    assert got == lance.dataset(ref).to_table(columns=["y"], with_row_id=True).sort_by("_rowid")
+    # outside the subset: Spark
+    info = LanceTable(spark, a_path).addColumns({"u": "upper(s)"})
+    assert info.metrics["evaluation"] == "spark"
