@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..format.proto import table_pb2
 from ..format.scan import ROW_ADDR, FragmentScan, scan_fragment
@@ -337,5 +338,51 @@ def arrow_column_transform(av: ArrowValues, target: pa.Schema):
                 raise ArrowEvalFallback(f"column {f.name}: a row raises {ERRORS[code]} in ANSI mode")
             cols.append(v if v.type == f.type else v.cast(f.type))
         return pa.RecordBatch.from_arrays(cols, schema=target)
+
+    return apply
+
+
+def arrow_rewrite_transform(av: ArrowValues, target: pa.Schema, changed_name: str):
+    """``ColumnFileContext.transform`` of rewriteColumns: each assigned
+    column's new value where the condition is true (evaluated only there, as
+    Spark's ``CASE WHEN`` would), its old value elsewhere, and the changed
+    flag (condition true). Without a condition every row changes."""
+
+    def apply(batch: pa.RecordBatch) -> pa.RecordBatch:
+        from ..arrow_eval.vector import ERRORS, evaluate
+        from ..errors import ArrowEvalFallback
+
+        def check(err, what):
+            if err.any():
+                code = int(err[err != 0][0])
+                raise ArrowEvalFallback(f"{what}: a row raises {ERRORS[code]} in ANSI mode")
+
+        table = pa.Table.from_batches([batch])
+        if av.condition is not None:
+            hit, err = evaluate(av.condition, table)
+            check(err, "condition")
+            changed = hit.cast(pa.bool_()).fill_null(False)
+        else:
+            changed = pa.array(np.ones(table.num_rows, bool))
+        rows = table.filter(changed)
+        cols = []
+        for f in target:
+            v, err = evaluate(av.values[f.name], rows)
+            check(err, f"value of {f.name}")
+            v = v if v.type == f.type else v.cast(f.type)
+            old = table.column(f.name).combine_chunks()
+            old = old if old.type == f.type else old.cast(f.type)
+            if rows.num_rows == table.num_rows:
+                cols.append(v)
+                continue
+            # scatter the new values into the changed positions
+            idx = np.cumsum(np.asarray(changed.to_numpy(zero_copy_only=False), bool)) - 1
+            idx = np.clip(idx, 0, max(rows.num_rows - 1, 0))
+            spread = v.take(pa.array(idx)) if rows.num_rows else pa.nulls(table.num_rows, f.type)
+            cols.append(pc.if_else(changed, spread, old))
+        if av.condition is None:
+            return pa.RecordBatch.from_arrays(cols, schema=target)
+        cols.append(changed)
+        return pa.RecordBatch.from_arrays(cols, names=[f.name for f in target] + [changed_name])
 
     return apply

@@ -536,3 +536,24 @@ def test_add_columns_sql_both_paths_and_pylance(spark, tmp_path):
     # outside the subset: Spark
     info = LanceTable(spark, a_path).addColumns({"u": "upper(s)"})
     assert info.metrics["evaluation"] == "spark"
+
+
+# ---------------------------------------------------------- rewriteColumns
+@pytest.mark.parametrize("cond,exprs", [
+    ("i8 > 0 OR f64 IS NULL", {"i32": "i32 div 2 + 1", "f64": "CASE WHEN f64 > 0 THEN -f64 END"}),
+    (None, {"s": "CAST(i64 % 10 AS STRING)"}),
+])
+def test_rewrite_columns_both_paths(spark, tmp_path, cond, exprs):
+    _, a_path, s_path = _copies(tmp_path, seed=9)
+    LanceTable(spark, a_path).delete("i8 = 0")
+    _spark_path(spark, lambda: LanceTable(spark, s_path).delete("i8 = 0"))
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        info_a = LanceTable(spark, a_path).rewriteColumns(exprs, cond)
+        info_s = _spark_path(spark, lambda: LanceTable(spark, s_path).rewriteColumns(exprs, cond))
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+    assert info_a.metrics["evaluation"] == "arrow"
+    assert info_s.metrics["evaluation"] == "spark"
+    assert info_a.metrics["numUpdatedRows"] == info_s.metrics["numUpdatedRows"] > 0
+    assert _full_rows(a_path) == _full_rows(s_path)
