@@ -195,7 +195,21 @@ def _arith(op: str, a: X, b: X, mode) -> X:
         raise Unsupported(f"div on {a.type}")
     if a.type not in ARITH_TYPES:
         raise Unsupported(a.type)
-    return X("arith", a.type, (a, b), op, ansi)
+    out = X("arith", a.type, (a, b), op, ansi)
+    if ansi and op in ("+", "*") and a.type in INTS:
+        # Spark's optimizer (ReorderAssociativeOperator) regroups integral
+        # + / * chains, constants last: the same wrapped value, but in ANSI
+        # mode a different intermediate may overflow. Outside the subset.
+        chain = _flatten(out, op)
+        if len(chain) >= 3 and any(not k.columns() for k in chain):
+            raise Unsupported("ANSI integral chain with constants (Spark reorders it)")
+    return out
+
+
+def _flatten(x: X, op: str) -> list[X]:
+    if x.kind == "arith" and x.value == op:
+        return _flatten(x.args[0], op) + _flatten(x.args[1], op)
+    return [x]
 
 
 _CASTS_TO_STRING = INTS + ("boolean",)

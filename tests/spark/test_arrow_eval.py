@@ -409,6 +409,13 @@ def test_differential_values(spark, edge_table, ansi):
         assert raising >= 3, raising
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("ansi", [False, True])
+def test_differential_values_many(spark, edge_table, seed, ansi):
+    run_value_differential(spark, edge_table, seed=20_000 + seed, cases=400, ansi=ansi)
+
+
 # ---------------------------------------------------------------- update
 UPDATES = [  # (condition, set, pylance too)
     ("i8 > 0 AND s IS NOT NULL", {"i32": "7", "s": "'x'"}, True),
