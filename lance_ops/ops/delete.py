@@ -33,7 +33,6 @@ from ..spark.frames import (
     rows_per_partition,
     scan_frame,
 )
-from ..spark.journal import journaled
 from ..spark.rowchanges import ACTION, DELETE
 from ..txn.log import Snapshot
 from ..txn.operations import Delete
@@ -69,9 +68,7 @@ def delete(spark, snapshot: Snapshot, condition):
             try:
                 ctx = change_context(spark, snap, assigned=[])
                 groups = fragment_tasks(snap, analyzed, rows_per_partition(spark, snap.num_rows()))
-                with journaled(snap.store, analyzed.may_raise) as token:
-                    ctx.journal = token  # (set before the task closure pickles ctx)
-                    changes = run_arrow_changes(spark, groups, arrow_update_task(ctx, analyzed))
+                changes = run_arrow_changes(spark, groups, arrow_update_task(ctx, analyzed))
                 log_evaluation("delete", snap, "arrow")
                 return _staged(snap, changes, predicate, scanned_metrics(snap, groups), "arrow")
             except ArrowEvalFallback as e:
