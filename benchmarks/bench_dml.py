@@ -23,12 +23,17 @@ GOAL = 2.0
 DELETE = "id % 100 = 7"
 UPDATE = "id % 100 = 8"
 MERGE_ROWS = 100_000
+#: lance_ops with its SQL evaluated by Spark (``spark.lance_ops.arrowEval.enabled=false``),
+#: run in the same interleaved rounds as the default (Arrow) path.
+SPARK_PATH = "lance_ops (Spark path)"
+ARROW_CONF = "spark.lance_ops.arrowEval.enabled"
 
 
 def run(ctx: Context) -> Section:
     ds = data.shared_dataset(ctx.spark, ctx.data_dir, ctx.rows)
     section = Section(TITLE, _description(ds, ctx))
     bases = data.engine_tables(ctx.spark, ds)
+    bases[SPARK_PATH] = bases["lance_ops"]  # the same table, its SQL evaluated by Spark
     paths = {k: ctx.scratch(f"dml-{k}") for k in bases}
     source = _merge_source(ctx, ds)
 
@@ -36,14 +41,33 @@ def run(ctx: Context) -> Section:
         data.fresh_copy(bases[name], paths[name])
 
     spark = ctx.spark
+    evaluation = {}
+
+    def lance_ops(key, fn):
+        def go():
+            info = fn(LanceTable(spark, paths[key]))
+            evaluation[key] = info.metrics.get("evaluation")
+        return go
+
+    def spark_path(fn):
+        def go():
+            spark.conf.set(ARROW_CONF, "false")
+            try:
+                return fn()
+            finally:
+                spark.conf.unset(ARROW_CONF)
+        return go
+
     ops = {
         "delete 1% of rows": {
-            "lance_ops": lambda: LanceTable(spark, paths["lance_ops"]).delete(DELETE),
+            "lance_ops": lance_ops("lance_ops", lambda t: t.delete(DELETE)),
+            SPARK_PATH: spark_path(lance_ops(SPARK_PATH, lambda t: t.delete(DELETE))),
             "pylance": lambda: lance.dataset(paths["pylance"]).delete(DELETE),
             "delta-rs": lambda: _delta(paths["delta-rs"]).delete(DELETE),
         },
         "update 1% of rows": {
-            "lance_ops": lambda: LanceTable(spark, paths["lance_ops"]).update(UPDATE, {"f0": "f0 + 1"}),
+            "lance_ops": lance_ops("lance_ops", lambda t: t.update(UPDATE, {"f0": "f0 + 1"})),
+            SPARK_PATH: spark_path(lance_ops(SPARK_PATH, lambda t: t.update(UPDATE, {"f0": "f0 + 1"}))),
             "pylance": lambda: lance.dataset(paths["pylance"]).update({"f0": "f0 + 1"}, where=UPDATE),
             "delta-rs": lambda: _delta(paths["delta-rs"]).update(updates={"f0": "f0 + 1"}, predicate=UPDATE),
         },
@@ -72,6 +96,10 @@ def run(ctx: Context) -> Section:
         notes += f"; delta-rs {t['delta-rs']}s"
         section.add(Result(name, t["lance_ops"], "pylance", t["pylance"], "time", GOAL, notes))
         section.add(Result(f"{name} (vs delta-rs)", t["lance_ops"], "delta-rs", t["delta-rs"], "time"))
+        if SPARK_PATH in t:
+            section.add(Result(f"{name}: Arrow path vs Spark path", t["lance_ops"], "lance_ops Spark path",
+                               t[SPARK_PATH], "time",
+                               notes=f"evaluation: {evaluation.get('lance_ops')} vs {evaluation.get(SPARK_PATH)}"))
         if name.startswith("delete"):
             _delete_bytes(section, paths["lance_ops"], written["lance_ops"])
     _driver_memory(ctx, ds, section)
@@ -92,6 +120,9 @@ lance_ops (created by lance_ops) and pylance (created by pylance), and as a Delt
   `merge_insert("id").when_matched_update_all().when_not_matched_insert_all()` vs delta-rs
   `merge(...).when_matched_update_all().when_not_matched_insert_all()`; lance_ops reads the source from
   Parquet, the peers from the same rows in memory.
+
+delete and update also run with `spark.lance_ops.arrowEval.enabled=false` in the same rounds ("Arrow path vs
+Spark path": lance_ops' default, Arrow-evaluated run / the Spark-evaluated run).
 
 Ratios: *time* = lance_ops seconds / peer seconds (goal ≤ {GOAL:g} vs pylance). Best of {ctx.repeat} runs.
 Bytes written = growth of the table directory."""

@@ -115,3 +115,10 @@ class DataQualityError(LanceOpsError):
     def __init__(self, message: str, result=None):
         super().__init__(message)
         self.result = result
+
+
+class ArrowEvalFallback(LanceOpsError):
+    """Internal: a task evaluating SQL with Arrow met a row where Spark raises
+    (ANSI mode: overflow, division by zero, cast overflow). The operation
+    never surfaces it: it reruns on its Spark path, which raises Spark's own
+    error (or, had Arrow been over-cautious, succeeds)."""

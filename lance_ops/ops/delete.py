@@ -8,15 +8,21 @@ still commits an empty Delete, as pylance does.
 """
 from __future__ import annotations
 
+import logging
+
 from pyspark.sql import functions as F
 
+from ..errors import ArrowEvalFallback
 from ..format.scan import ROW_ADDR
 from ..spark.arrowtasks import (
     arrow_condition,
     arrow_delete_task,
+    arrow_update_task,
+    arrow_values,
     fragment_tasks,
     log_evaluation,
     run_arrow_changes,
+    scanned_metrics,
 )
 from ..spark.frames import (
     SkipReport,
@@ -32,6 +38,8 @@ from ..txn.log import Snapshot
 from ..txn.operations import Delete
 from ..txn.pipeline import StagedCommit
 from .dml import analysis_frame, change_context, run_aligned_changes
+
+log = logging.getLogger("lance_ops")
 
 
 def delete(spark, snapshot: Snapshot, condition):
@@ -53,7 +61,21 @@ def delete(spark, snapshot: Snapshot, condition):
         refs = referenced_columns(analysis_frame(spark, snap), [condition])
         data_cols = [c for c in refs if c in snap.schema.names]
         meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
-        arrow = arrow_condition(spark, snap, condition, data_cols, meta)
+        # Arrow path 1: the condition from Spark's analyzed plan (classic
+        # sessions; any expression in the arrow_eval.catalyst subset).
+        analyzed = arrow_values(spark, snap, analysis_frame(spark, snap).select(as_column(condition)), True, [])
+        if analyzed is not None:
+            try:
+                ctx = change_context(spark, snap, assigned=[])
+                groups = fragment_tasks(snap, analyzed, rows_per_partition(spark, snap.num_rows()))
+                changes = run_arrow_changes(spark, groups, arrow_update_task(ctx, analyzed))
+                log_evaluation("delete", snap, "arrow")
+                return _staged(snap, changes, predicate, scanned_metrics(snap, groups), "arrow")
+            except ArrowEvalFallback as e:
+                log.info("delete %s v%s: %s; evaluating on Spark", snap.store.root, snap.version, e)
+        # Arrow path 2: the conjuncts Spark pushes into the scan (also from
+        # Spark Connect).
+        arrow = arrow_condition(spark, snap, condition, data_cols, meta) if analyzed is None else None
         log_evaluation("delete", snap, "arrow" if arrow is not None else "spark")
         if arrow is not None:
             # Arrow evaluates the whole condition in the tasks: one stage,

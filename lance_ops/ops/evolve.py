@@ -21,6 +21,7 @@ ids and addresses stay, and only changed rows get the new last-updated version.
 """
 from __future__ import annotations
 
+import logging
 from typing import Callable
 
 import numpy as np
@@ -30,11 +31,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..errors import InvalidArgumentError, LanceOpsError, SchemaMismatchError
+from ..errors import ArrowEvalFallback, InvalidArgumentError, LanceOpsError, SchemaMismatchError
 from ..format import rowids
 from ..format.messages import copy_message
 from ..format.scan import METADATA_COLUMNS, ROW_ADDR, ROW_ID
 from ..format.schema import Field
+from ..spark.arrowtasks import arrow_column_transform, arrow_rewrite_transform, arrow_values, log_evaluation
 from ..spark.columnfiles import (
     CHANGED,
     ColumnFileContext,
@@ -69,6 +71,7 @@ from .dml import analysis_frame, fragments_matching, has_index_on
 from .update import assignment_columns, check_assignments
 
 FRAGMENT_KEY = "_fragment"
+log = logging.getLogger("lance_ops")
 
 
 # ---------------------------------------------------------------- addColumns
@@ -117,6 +120,9 @@ def add_columns(spark, snapshot: Snapshot, source, *, read_columns=None, output_
             "numUpdatedFragments": len(files),
             "bytesWritten": sum(df.file_size_bytes for df in files),
         }
+        if getattr(plan, "evaluation", None):
+            metrics["evaluation"] = plan.evaluation
+            log_evaluation("addColumns", snap, plan.evaluation)
         return StagedCommit(op, metrics, params)
 
     return prepare
@@ -153,9 +159,29 @@ class _ExpressionColumns:
     def new_fields(self, spark, snap: Snapshot) -> list[T.StructField]:
         _check_new_names(snap, list(self.exprs))
         frame = analysis_frame(spark, snap).select(*[as_column(v).alias(k) for k, v in self.exprs.items()])
-        return _as_nullable(frame.schema.fields)
+        self.new_fields_cache = _as_nullable(frame.schema.fields)
+        return self.new_fields_cache
 
     def run(self, spark, snap: Snapshot, ctx: ColumnFileContext):
+        columns = [as_column(v).alias(k) for k, v in self.exprs.items()]
+        av = arrow_values(spark, snap, analysis_frame(spark, snap).select(*columns), False, list(self.exprs))
+        if av is not None:
+            # Arrow evaluates the expressions in the tasks that write the
+            # column files: the rows never go through the JVM.
+            try:
+                arrow_in = spark_arrow_schema(spark_schema(snap.schema, av.columns, av.metadata))
+                target = spark_arrow_schema(T.StructType(self.new_fields_cache))
+                ctx.transform = arrow_column_transform(av, target)
+                task = function_column_files(ctx, arrow_in.names, av.columns, av.metadata, arrow_in,
+                                             snap.stable_row_ids)
+                groups = fragment_groups(snap.fragments, rows_per_partition(spark, snap.num_rows()))
+                results = parse_results(run_pair_tasks(spark, groups, task))
+                self.evaluation = "arrow"
+                return results
+            except ArrowEvalFallback as e:
+                log.info("addColumns %s v%s: %s; evaluating on Spark", snap.store.root, snap.version, e)
+                ctx.transform = None
+        self.evaluation = "spark"
         refs = referenced_columns(analysis_frame(spark, snap), list(self.exprs.values()))
         data_cols = [c for c in refs if c in snap.schema.names]
         meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
@@ -330,6 +356,21 @@ def rewrite_columns(spark, snapshot: Snapshot, exprs: dict, condition):
             fragments={f.id: f.SerializeToString() for f in snap.fragments},
             fill="old", has_changed_flag=condition is not None, checks=specs,
         )
+        arrow = None
+        if not specs:  # (CHECK constraints are Spark SQL: the Spark path enforces them)
+            cols = ([as_column(condition).alias("__condition")] if condition is not None else []) \
+                + assignment_columns(snap, exprs)
+            arrow = arrow_values(spark, snap, analysis_frame(spark, snap).select(*cols), condition is not None,
+                                 list(exprs))
+        if arrow is not None:
+            try:
+                results = _arrow_rewrite(spark, snap, ctx, arrow, list(exprs))
+                log_evaluation("rewriteColumns", snap, "arrow")
+                return _rewrite_staged(snap, fields, results, params, None, None, "arrow")
+            except ArrowEvalFallback as e:
+                log.info("rewriteColumns %s v%s: %s; evaluating on Spark", snap.store.root, snap.version, e)
+                ctx.transform, ctx.journal = None, None
+        log_evaluation("rewriteColumns", snap, "spark")
         used = list(exprs.values()) + ([condition] if condition is not None else [])
         refs = referenced_columns(analysis_frame(spark, snap), used)
         checked = referenced(spark, snap, specs)
@@ -352,18 +393,39 @@ def rewrite_columns(spark, snapshot: Snapshot, exprs: dict, condition):
         extra = [CHANGED] if condition is not None else []
         out = rows.select(ROW_ADDR, *[F.col(f"`{c}`") for c in exprs], *extra, *[s.column for s in specs])
         results = _column_files(spark, out, ctx)
-        op = _rewrite_op(snap, fields, results)
-        files = [df for df, _ in results.values() if df is not None]
-        metrics = {
-            "numUpdatedRows": sum(len(bm) for df, bm in results.values() if df is not None),
-            "numUpdatedFragments": len(op.updated_fragments),
-            "numAddedFiles": len(files),
-            "bytesWritten": sum(df.file_size_bytes for df in files),
-            **_rewrite_scan_metrics(snap, scanned, frag_ids),
-        }
-        return guarded(StagedCommit(op, metrics, params), snap)
+        return _rewrite_staged(snap, fields, results, params, scanned, frag_ids, "spark")
 
     return prepare
+
+
+def _rewrite_staged(snap: Snapshot, fields, results: dict, params: dict, scanned, frag_ids, evaluation: str):
+    op = _rewrite_op(snap, fields, results)
+    files = [df for df, _ in results.values() if df is not None]
+    metrics = {
+        "numUpdatedRows": sum(len(bm) for df, bm in results.values() if df is not None),
+        "numUpdatedFragments": len(op.updated_fragments),
+        "numAddedFiles": len(files),
+        "bytesWritten": sum(df.file_size_bytes for df in files),
+        **_rewrite_scan_metrics(snap, scanned, frag_ids),
+        "evaluation": evaluation,
+    }
+    return guarded(StagedCommit(op, metrics, params), snap)
+
+
+def _arrow_rewrite(spark, snap: Snapshot, ctx: ColumnFileContext, arrow, assigned: list[str]) -> dict:
+    """One stage: each task reads the referenced and assigned columns of its
+    fragments, computes the new values with Arrow (old ones where the
+    condition is not true) and writes the column files -- the same writer
+    as the Spark path."""
+    wanted = set(arrow.columns) | set(assigned)
+    data = [c for c in snap.schema.names if c in wanted]
+    arrow_in = spark_arrow_schema(spark_schema(snap.schema, data, arrow.metadata))
+    target = spark_arrow_schema(spark_schema(snap.schema, assigned, ()))
+    ctx.transform = arrow_rewrite_transform(arrow, target, CHANGED)
+    kept = [f for f in snap.fragments if arrow.ranges.get(f.id)]  # (data skipping: whole fragments only)
+    groups = fragment_groups(kept, rows_per_partition(spark, snap.num_rows()))
+    task = function_column_files(ctx, arrow_in.names, data, arrow.metadata, arrow_in, snap.stable_row_ids)
+    return parse_results(run_pair_tasks(spark, groups, task))
 
 
 def _rewrite_scan_metrics(snap: Snapshot, scanned: dict | None, frag_ids) -> dict:

@@ -8,17 +8,29 @@ row's values and cast to the column's type (Spark's rules and errors).
 """
 from __future__ import annotations
 
+import logging
+
 from pyspark.sql import functions as F
 
-from ..errors import InvalidArgumentError, SchemaMismatchError
+from ..errors import ArrowEvalFallback, InvalidArgumentError, SchemaMismatchError
 from ..format.scan import METADATA_COLUMNS, ROW_ADDR
+from ..spark.arrowtasks import (
+    arrow_update_task,
+    arrow_values,
+    fragment_tasks,
+    log_evaluation,
+    run_arrow_changes,
+    scanned_metrics,
+)
 from ..spark.constraints import referenced, specs_for, with_checks
+from ..spark.errors import executor_errors
 from ..spark.frames import (
     SkipReport,
     as_column,
     check_condition,
     describe,
     referenced_columns,
+    rows_per_partition,
     scan_frame,
     table_spark_schema,
 )
@@ -28,6 +40,8 @@ from ..txn.operations import REWRITE_ROWS, Update
 from ..txn.pipeline import StagedCommit
 from .common import guarded
 from .dml import analysis_frame, change_context, run_aligned_changes
+
+log = logging.getLogger("lance_ops")
 
 
 def check_assignments(snapshot: Snapshot, assignments: dict) -> None:
@@ -61,8 +75,25 @@ def update(spark, snapshot: Snapshot, condition, assignments: dict):
     params = {"predicate": predicate, "set": ", ".join(f"{c} = {describe(v)}" for c, v in assignments.items())}
 
     def prepare(snap: Snapshot) -> StagedCommit:
-        store = snap.store
         specs = specs_for(snap)
+        arrow = None
+        if not specs:  # (CHECK constraints are Spark SQL too: the Spark path enforces them)
+            cols = ([as_column(condition).alias("__condition")] if condition is not None else []) \
+                + assignment_columns(snap, assignments)
+            arrow = arrow_values(spark, snap, analysis_frame(spark, snap).select(*cols), condition is not None,
+                                 list(assignments))
+        if arrow is not None:
+            try:
+                changes, scanned = _arrow_changes(spark, snap, arrow, assignments)
+                log_evaluation("update", snap, "arrow")
+                return _staged(snap, changes, assignments, params, scanned, "arrow")
+            except ArrowEvalFallback as e:
+                log.info("update %s v%s: %s; evaluating on Spark", snap.store.root, snap.version, e)
+        log_evaluation("update", snap, "spark")
+        changes, scanned = _spark_changes(spark, snap, specs)
+        return _staged(snap, changes, assignments, params, scanned, "spark")
+
+    def _spark_changes(spark, snap, specs):
         refs = referenced_columns(analysis_frame(spark, snap), exprs)
         checked = referenced(spark, snap, specs)
         data_cols = [c for c in snap.schema.names if c in refs or c in checked]
@@ -80,27 +111,45 @@ def update(spark, snapshot: Snapshot, condition, assignments: dict):
         with report:
             changes = run_aligned_changes(spark, requests, ctx)
             scanned = report.metrics()
-        modified = [snap.schema.field(c).id for c in assignments]
-        op = Update(
-            removed_fragment_ids=sorted(changes.removed),
-            updated_fragments=changes.updated_fragments(snap),
-            new_fragments=changes.new_fragments,
-            fields_modified=[],
-            fields_for_preserving_frag_bitmap=modified,
-            update_mode=REWRITE_ROWS,
-            affected_rows=changes.affected,
-            description=params,
-        )
-        metrics = {
-            "numUpdatedRows": changes.updated_rows,
-            "numRemovedFragments": len(changes.removed),
-            "numUpdatedFragments": len(op.updated_fragments),
-            "numAddedFragments": len(op.new_fragments),
-            "numAddedFiles": len(op.updated_fragments) + sum(len(f.files) for f in op.new_fragments),
-            "bytesWritten": changes.deletion_bytes(store)
-            + sum(df.file_size_bytes for f in op.new_fragments for df in f.files),
-            **scanned,
-        }
-        return guarded(StagedCommit(op, metrics, params), snap)
+        return changes, scanned
 
     return prepare
+
+
+def _arrow_changes(spark, snap: Snapshot, arrow, assignments: dict):
+    """One stage: tasks read the referenced columns of the fragments (the
+    ranges data skipping keeps), evaluate condition and values with Arrow and
+    write the changes (``arrowtasks.arrow_update_task``)."""
+    ctx = change_context(spark, snap, assigned=list(assignments))
+    groups = fragment_tasks(snap, arrow, rows_per_partition(spark, snap.num_rows()))
+    # (No journal: on an ANSI error row the tasks that finished leave their
+    # files to vacuum, as any unexpected task failure does.)
+    with executor_errors():
+        changes = run_arrow_changes(spark, groups, arrow_update_task(ctx, arrow))
+    return changes, scanned_metrics(snap, groups)
+
+
+def _staged(snap: Snapshot, changes, assignments: dict, params: dict, scanned: dict, evaluation: str):
+    modified = [snap.schema.field(c).id for c in assignments]
+    op = Update(
+        removed_fragment_ids=sorted(changes.removed),
+        updated_fragments=changes.updated_fragments(snap),
+        new_fragments=changes.new_fragments,
+        fields_modified=[],
+        fields_for_preserving_frag_bitmap=modified,
+        update_mode=REWRITE_ROWS,
+        affected_rows=changes.affected,
+        description=params,
+    )
+    metrics = {
+        "numUpdatedRows": changes.updated_rows,
+        "numRemovedFragments": len(changes.removed),
+        "numUpdatedFragments": len(op.updated_fragments),
+        "numAddedFragments": len(op.new_fragments),
+        "numAddedFiles": len(op.updated_fragments) + sum(len(f.files) for f in op.new_fragments),
+        "bytesWritten": changes.deletion_bytes(snap.store)
+        + sum(df.file_size_bytes for f in op.new_fragments for df in f.files),
+        **scanned,
+        "evaluation": evaluation,
+    }
+    return guarded(StagedCommit(op, metrics, params), snap)

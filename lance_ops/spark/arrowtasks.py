@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..format.proto import table_pb2
 from ..format.scan import ROW_ADDR, FragmentScan, scan_fragment
@@ -166,7 +167,222 @@ def arrow_delete_task(ctx: ChangeContext, cond: ArrowCondition):
     return run
 
 
+def scanned_metrics(snap, groups) -> dict:
+    """Scan metrics of Arrow tasks over ``groups`` (from :func:`fragment_tasks`)."""
+    n = sum(1 for g in groups for _ in g)
+    return {"numFragmentsScanned": n, "numFragmentsSkipped": len(snap.fragments) - n,
+            "numRowsScanned": sum(e - s for g in groups for _, rs in g for s, e in rs)}
+
+
 def run_arrow_changes(spark, groups, task) -> ChangeSet:
     """``task(group)`` once per group, one Spark task each (no RDD: works
     from Spark Connect too)."""
     return ChangeSet.from_rows(run_pair_tasks(spark, groups, task))
+
+
+# ------------------------------------------------------------------ update
+@dataclass
+class ArrowValues:
+    """An update Arrow evaluates: the condition (None: every row) and the
+    new values as :mod:`lance_ops.arrow_eval.catalyst` trees, from Spark's
+    analyzed plan; the columns they read, the data skipping ranges."""
+
+    condition: object
+    values: dict
+    columns: list[str]
+    metadata: list[str]
+    ranges: dict[int, list[tuple[int, int]]]
+    skipped: list[int]
+    may_raise: bool
+
+
+def arrow_values(spark, snap, projected, has_condition: bool, names: list[str]) -> ArrowValues | None:
+    """The analyzed projection ``projected`` (``[condition,] value...``, over
+    the table's analysis frame) as Arrow-evaluable trees; None when the conf
+    is off, the session has no analyzed plan object (Spark Connect), or any
+    node is outside the subset."""
+    from ..arrow_eval.catalyst import try_decode
+    from ..format.pruning import skip_plan
+    from ..format.scan import METADATA_COLUMNS
+    from .jvm import analyzed_json
+
+    if not enabled(spark):
+        return None
+    doc = analyzed_json(projected)
+    trees = try_decode(doc) if doc is not None else None
+    if trees is None or len(trees) != len(names) + has_condition:
+        return None
+    cond = trees[0] if has_condition else None
+    if cond is not None and cond.type not in ("boolean", "void"):
+        return None
+    values = dict(zip(names, trees[has_condition:]))
+    refs = set().union(*(t.columns() for t in trees))
+    data = [c for c in snap.schema.names if c in refs]
+    meta = [ROW_ADDR] + [c for c in METADATA_COLUMNS if c in refs and c != ROW_ADDR]
+    if refs - set(data) - set(meta):
+        return None
+    sp = skip_plan(snap, pruning_conjuncts(cond)) if cond is not None else None
+    ranges = sp.ranges if sp is not None else {f.id: [(0, f.physical_rows)] for f in snap.fragments}
+    return ArrowValues(cond, values, data, meta, ranges, list(sp.skipped) if sp else [],
+                       any(_has_ansi(t) for t in trees))
+
+
+def _has_ansi(t) -> bool:
+    return t.ansi or any(_has_ansi(a) for a in t.args)
+
+
+_PRUNE_TYPES = ("byte", "short", "integer", "long", "string", "date")
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
+
+
+def pruning_conjuncts(tree) -> list:
+    """Top-level ``column op literal`` conjuncts of a condition tree, for data
+    skipping (the ones Spark would push to the scan)."""
+    from ..format.pruning import Conjunct
+
+    if tree is None:
+        return []
+    if tree.kind == "and":
+        return [c for a in tree.args for c in pruning_conjuncts(a)]
+    out = []
+    if tree.kind == "cmp" and tree.value in _FLIP:
+        a, b = tree.args
+        op = tree.value
+        if b.kind == "attr" and a.kind == "lit":
+            a, b, op = b, a, _FLIP[op]
+        if a.kind == "attr" and b.kind == "lit" and b.value is not None and a.type in _PRUNE_TYPES \
+                and a.type == b.type:
+            out.append(Conjunct(a.value, op, b.value))
+    elif tree.kind == "isnull" and tree.args[0].kind == "attr":
+        out.append(Conjunct(tree.args[0].value, "notnull" if tree.value else "isnull"))
+    return out
+
+
+def arrow_update_task(ctx: ChangeContext, av: ArrowValues):
+    """Executor work of one update (or, without values, delete) task: per
+    fragment, read the referenced columns of its ranges, evaluate the
+    condition and the new values with Arrow, and hand the change requests to
+    ``change_fragment`` and the change writer -- the very code the Spark
+    path's tasks end in (same deletion vectors, moved rows keep their row ids
+    and created-at versions). An ANSI error row raises
+    :class:`ArrowEvalFallback`."""
+    from ..arrow_eval.vector import ERRORS, evaluate
+    from ..errors import ArrowEvalFallback
+    from .rowchanges import UPDATE, _ChangeWriter
+
+    action = UPDATE if av.values else DELETE
+    from .types import to_spark_batch
+
+    def check(err, what):
+        if err.any():
+            code = int(err[err != 0][0])
+            raise ArrowEvalFallback(f"{what}: a row raises {ERRORS[code]} in ANSI mode")
+
+    def run(group) -> list[tuple[str, bytes]]:
+        arrow_in = spark_arrow_schema(spark_schema(ctx.schema, av.columns, av.metadata))
+        out_types = {f.name: f.type for f in spark_arrow_schema(ctx.table_spark)}
+        schemas = _Schemas(ctx)
+        writer = _ChangeWriter(ctx)
+        try:
+            for raw, ranges in group:
+                frag = table_pb2.DataFragment.FromString(raw)
+                parts = []
+                for start, end in ranges:
+                    scan = FragmentScan(frag, av.columns, av.metadata, start, end, stable_row_ids=ctx.stable_row_ids)
+                    for batch in scan_fragment(ctx.store, ctx.schema, scan):
+                        if batch.num_rows:
+                            parts.append(to_spark_batch(batch.select(arrow_in.names), arrow_in))
+                if not parts:
+                    continue
+                rows = pa.Table.from_batches(parts, schema=arrow_in)
+                if av.condition is not None:
+                    hit, err = evaluate(av.condition, rows)
+                    check(err, "condition")
+                    rows = rows.filter(hit.cast(pa.bool_()).fill_null(False))
+                if not rows.num_rows:
+                    continue
+                cols = {ROW_ADDR: rows.column(ROW_ADDR).combine_chunks(),
+                        ACTION: pa.array(np.full(rows.num_rows, action, dtype=object), pa.string())}
+                for name, tree in av.values.items():
+                    v, err = evaluate(tree, rows)
+                    check(err, f"value of {name}")
+                    cols[name] = v if v.type == out_types[name] else v.cast(out_types[name])
+                writer.add(change_fragment(ctx, schemas, frag.id, pa.table(cols)))
+            out = []
+            for b in writer.finish():
+                out.extend(zip(b.column(0).to_pylist(), b.column(1).to_pylist()))
+            return out
+        except BaseException:
+            writer.abort()
+            raise
+
+    return run
+
+
+# ------------------------------------------------------- column expressions
+def arrow_column_transform(av: ArrowValues, target: pa.Schema):
+    """``ColumnFileContext.transform`` computing the columns of ``target``
+    from their trees (``av.values``) over one input batch; an ANSI error row
+    raises :class:`ArrowEvalFallback`."""
+
+    def apply(batch: pa.RecordBatch) -> pa.RecordBatch:
+        from ..arrow_eval.vector import ERRORS, evaluate
+        from ..errors import ArrowEvalFallback
+
+        table = pa.Table.from_batches([batch])
+        cols = []
+        for f in target:
+            v, err = evaluate(av.values[f.name], table)
+            if err.any():
+                code = int(err[err != 0][0])
+                raise ArrowEvalFallback(f"column {f.name}: a row raises {ERRORS[code]} in ANSI mode")
+            cols.append(v if v.type == f.type else v.cast(f.type))
+        return pa.RecordBatch.from_arrays(cols, schema=target)
+
+    return apply
+
+
+def arrow_rewrite_transform(av: ArrowValues, target: pa.Schema, changed_name: str):
+    """``ColumnFileContext.transform`` of rewriteColumns: each assigned
+    column's new value where the condition is true (evaluated only there, as
+    Spark's ``CASE WHEN`` would), its old value elsewhere, and the changed
+    flag (condition true). Without a condition every row changes."""
+
+    def apply(batch: pa.RecordBatch) -> pa.RecordBatch:
+        from ..arrow_eval.vector import ERRORS, evaluate
+        from ..errors import ArrowEvalFallback
+
+        def check(err, what):
+            if err.any():
+                code = int(err[err != 0][0])
+                raise ArrowEvalFallback(f"{what}: a row raises {ERRORS[code]} in ANSI mode")
+
+        table = pa.Table.from_batches([batch])
+        if av.condition is not None:
+            hit, err = evaluate(av.condition, table)
+            check(err, "condition")
+            changed = hit.cast(pa.bool_()).fill_null(False)
+        else:
+            changed = pa.array(np.ones(table.num_rows, bool))
+        rows = table.filter(changed)
+        cols = []
+        for f in target:
+            v, err = evaluate(av.values[f.name], rows)
+            check(err, f"value of {f.name}")
+            v = v if v.type == f.type else v.cast(f.type)
+            old = table.column(f.name).combine_chunks()
+            old = old if old.type == f.type else old.cast(f.type)
+            if rows.num_rows == table.num_rows:
+                cols.append(v)
+                continue
+            # scatter the new values into the changed positions
+            idx = np.cumsum(np.asarray(changed.to_numpy(zero_copy_only=False), bool)) - 1
+            idx = np.clip(idx, 0, max(rows.num_rows - 1, 0))
+            spread = v.take(pa.array(idx)) if rows.num_rows else pa.nulls(table.num_rows, f.type)
+            cols.append(pc.if_else(changed, spread, old))
+        if av.condition is None:
+            return pa.RecordBatch.from_arrays(cols, schema=target)
+        cols.append(changed)
+        return pa.RecordBatch.from_arrays(cols, names=[f.name for f in target] + [changed_name])
+
+    return apply

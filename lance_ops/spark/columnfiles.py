@@ -293,7 +293,12 @@ def function_column_files(ctx: ColumnFileContext, read_columns: list[str], colum
                         continue
                     batch = to_spark_batch(batch.select(arrow_in.names), arrow_in)
                     offsets = batch.column(ROW_ADDR).to_numpy().astype(np.uint64) & OFFSET_MASK
-                    writer.add(offsets, ctx.transform(batch.select(read_columns)))
+                    values = ctx.transform(batch.select(read_columns))
+                    changed = None
+                    if ctx.has_changed_flag:  # (rewriteColumns on the Arrow path)
+                        changed = values.column(CHANGED).to_numpy(zero_copy_only=False).astype(bool)
+                        values = values.select(ctx.names)
+                    writer.add(offsets, values, changed)
                 out.append((COLUMN_FILE, pickle.dumps(writer.finish())))
             except BaseException:
                 writer.abort()

@@ -124,6 +124,59 @@ def analyzed_output(frame) -> dict[int, str] | None:
     return out
 
 
+def analyzed_json(df) -> str | None:
+    """Catalyst's analyzed projection of ``df`` (a ``select`` of the
+    expressions to evaluate) as one JSON document for
+    :mod:`lance_ops.arrow_eval.catalyst`: ``exprs`` (each projected
+    expression as ``toJSON``'s flattened pre-order node list), ``modes`` (per
+    node, pre-order, its class and ``evalMode`` -- ANSI / LEGACY / TRY --
+    which the JSON serializes as null), ``timeZone`` (the session zone the
+    timestamp literals print in) and ``ansi``. None under Spark Connect (no
+    analyzed plan object: the caller evaluates with Spark) or when the plan
+    is not a single Project."""
+    import json
+
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None or is_connect(df.sparkSession):
+        return None
+    plan = jdf.queryExecution().analyzed()
+    nodes = json.loads(plan.toJSON())
+    if not nodes or not nodes[0].get("class", "").endswith(".Project"):
+        return None
+    exprs = nodes[0]["projectList"]
+    jlist = plan.projectList()
+    modes = []
+
+    def walk(x, out):
+        name = x.getClass().getSimpleName()
+        mode = None
+        if name in _MODED:
+            try:
+                mode = x.evalMode().toString()
+            except Exception:
+                mode = "UNKNOWN"
+        out.append((name, mode))
+        kids = x.children()
+        for k in range(kids.size()):
+            walk(kids.apply(k), out)
+
+    for k in range(jlist.size()):
+        out: list = []
+        walk(jlist.apply(k), out)
+        modes.append(out)
+    conf = df.sparkSession.conf
+    return json.dumps({
+        "exprs": exprs,
+        "modes": modes,
+        "timeZone": conf.get("spark.sql.session.timeZone", None),
+        "ansi": str(conf.get("spark.sql.ansi.enabled", "false")).lower() == "true",
+    })
+
+
+#: Expression classes whose evaluation mode the JSON leaves out.
+_MODED = {"Cast", "Add", "Subtract", "Multiply", "Divide", "IntegralDivide", "Remainder", "Pmod", "Abs"}
+
+
 def executed_plan(df) -> str | None:
     """The executed (physical) plan's text; None where there is no JVM plan."""
     jdf = getattr(df, "_jdf", None)

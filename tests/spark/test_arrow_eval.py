@@ -196,6 +196,8 @@ DELETES = [  # (pylance gets isnan(f64) for f64 = double('NaN'))
     "s >= 'a' AND NOT (d < DATE'1970-01-01') AND i64 IN (0, 42, -42)",
     "f64 > 1.5 AND b",
     "ts BETWEEN TIMESTAMP'1970-01-01 00:00:00' AND TIMESTAMP'2030-01-01 00:00:00'",
+    "i32 % 7 = 1 OR (f64 > 0 AND b) OR i8 + 1 < 0",  # analyzed-plan path (OR, arithmetic)
+    "s LIKE 'a%' AND i64 > 0",  # pushed-filter path (LIKE is outside the analyzed subset)
 ]
 
 
@@ -242,8 +244,323 @@ def test_delete_fallback_reports_spark(spark, tmp_path):
     lance.write_dataset(gen_table(5), path, max_rows_per_file=80, enable_stable_row_ids=True)
     ref = str(tmp_path / "ref.lance")
     shutil.copytree(path, ref)
-    cond = "i32 > 0 OR f64 > 0"
+    cond = "upper(s) = 'A' OR i32 > 0"  # (a function outside both Arrow paths)
     info = LanceTable(spark, path).delete(cond)
     lance.dataset(ref).delete(cond)
     assert info.metrics["evaluation"] == "spark"
     assert rows_of(path) == rows_of(ref)
+
+
+# ------------------------------------------- analyzed expressions (update)
+INT_LITS = ["2147483647", "-2147483648", "9223372036854775807L", "-9223372036854775808L", "0", "1", "-1", "7",
+            "127Y", "-128Y", "3000000000L"]
+FLOAT_LITS = ["1.5D", "-0.0D", "0.0D", "double('NaN')", "double('Infinity')", "double('-Infinity')", "1e308D",
+              "2.5", "float('NaN')", "CAST(1.5 AS FLOAT)"]
+NUM_COLS = ["i8", "i32", "i64", "f64", "f32"]
+CAST_TYPES = ["TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "BOOLEAN"]
+
+
+def gen_num(rnd: random.Random, depth: int = 0) -> str:
+    r = rnd.random()
+    if depth >= 3 or r < 0.3:
+        return rnd.choice(NUM_COLS) if rnd.random() < 0.6 else rnd.choice(INT_LITS + FLOAT_LITS + ["NULL"])
+    if r < 0.65:
+        op = rnd.choice(["+", "-", "*", "/", "div", "%", "+", "-", "*"])
+        a, b = gen_num(rnd, depth + 1), gen_num(rnd, depth + 1)
+        if op == "div":
+            return f"(CAST({a} AS BIGINT) div CAST({b} AS BIGINT))"
+        return f"({a} {op} {b})"
+    if r < 0.72:
+        return f"(- {gen_num(rnd, depth + 1)})"
+    if r < 0.84:
+        return f"CAST({gen_num(rnd, depth + 1)} AS {rnd.choice(CAST_TYPES[:6])})"
+    if r < 0.9:
+        return f"CASE WHEN {gen_pred(rnd, depth + 1)} THEN {gen_num(rnd, depth + 1)} " + \
+               (f"ELSE {gen_num(rnd, depth + 1)} END" if rnd.random() < 0.7 else "END")
+    if r < 0.95:
+        return f"coalesce({gen_num(rnd, depth + 1)}, {gen_num(rnd, depth + 1)})"
+    return f"if({gen_pred(rnd, depth + 1)}, {gen_num(rnd, depth + 1)}, {gen_num(rnd, depth + 1)})"
+
+
+def gen_pred(rnd: random.Random, depth: int = 0) -> str:
+    r = rnd.random()
+    if depth >= 3 or r < 0.45:
+        k = rnd.random()
+        if k < 0.5:
+            op = rnd.choice(["=", "<>", "<", "<=", ">", ">=", "<=>"])
+            return f"({gen_num(rnd, depth + 1)} {op} {gen_num(rnd, depth + 1)})"
+        if k < 0.6:
+            return f"({gen_num(rnd, depth + 1)} IS {rnd.choice(['', 'NOT '])}NULL)"
+        if k < 0.7:
+            return f"({gen_num(rnd, depth + 1)} IN ({', '.join(gen_num(rnd, 3) for _ in range(rnd.randint(1, 3)))}))"
+        if k < 0.8:
+            op = rnd.choice(["=", "<", ">=", "<=>"])
+            return f"(s {op} {sql_lit('s', rnd.choice(STRS + [None]))})"
+        if k < 0.87:
+            return f"(d {rnd.choice(['<', '=', '>='])} {sql_lit('d', rnd.choice(DATES))})"
+        if k < 0.94:
+            return f"(ts {rnd.choice(['<', '=', '>='])} {sql_lit('ts', rnd.choice(TSS))})"
+        return rnd.choice(["b", "(NOT b)", "(b IS NULL)", "CAST(i32 AS BOOLEAN)"])
+    if r < 0.7:
+        return f"({gen_pred(rnd, depth + 1)} {rnd.choice(['AND', 'OR'])} {gen_pred(rnd, depth + 1)})"
+    if r < 0.8:
+        return f"(NOT {gen_pred(rnd, depth + 1)})"
+    return f"coalesce({gen_pred(rnd, depth + 1)}, {rnd.choice(['true', 'false', 'NULL'])})"
+
+
+def gen_value(rnd: random.Random) -> str:
+    r = rnd.random()
+    if r < 0.55:
+        return gen_num(rnd)
+    if r < 0.85:
+        return gen_pred(rnd)
+    if r < 0.93:
+        return f"CAST({rnd.choice(['i8', 'i32', 'i64', 'b'])} AS STRING)"
+    return f"CASE WHEN {gen_pred(rnd)} THEN s ELSE {sql_lit('s', rnd.choice(STRS))} END"
+
+
+def _same_value(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return a == b and math.copysign(1, a) == math.copysign(1, b)
+    return a == b and type(a) is type(b)
+
+
+def _error_class(e) -> str:
+    get = getattr(e, "getCondition", None) or getattr(e, "getErrorClass", None)
+    return (get() if get else None) or type(e).__name__
+
+
+def arrow_values_of(spark, frame, exprs: list[str]):
+    """Per expression: the decoded tree (None: outside the subset), from the
+    analyzed plan of one projection of them all."""
+    import json
+
+    from lance_ops.arrow_eval.catalyst import try_decode
+    from lance_ops.spark.jvm import analyzed_json
+
+    doc = json.loads(analyzed_json(frame.select(*[F.expr(e).alias(f"e{i}") for i, e in enumerate(exprs)])))
+    out = []
+    for nodes, modes in zip(doc["exprs"], doc["modes"]):
+        trees = try_decode({"exprs": [nodes], "modes": [modes], "timeZone": doc["timeZone"]})
+        out.append(trees[0] if trees else None)
+    return out
+
+
+def run_value_differential(spark, edge_table, seed: int, cases: int, ansi: bool):
+    from lance_ops.arrow_eval.vector import ERRORS
+    from lance_ops.arrow_eval.vector import evaluate as evaluate_value
+
+    _, reference = edge_table
+    data = gen_table()
+    rnd = random.Random(seed)
+    exprs = [gen_value(rnd) for _ in range(cases)]
+    spark.conf.set("spark.sql.ansi.enabled", str(ansi).lower())
+    spark.conf.set("spark.sql.subexpressionElimination.enabled", "false")
+    try:
+        trees = arrow_values_of(spark, reference, exprs)
+        arrow, raising = {}, {}
+        for i, t in enumerate(trees):
+            if t is None:
+                continue
+            v, err = evaluate_value(t, data)
+            if err.any():
+                assert ansi, f"{exprs[i]}: errors outside ANSI mode"
+                raising[i] = {ERRORS[int(c)] for c in set(err[err != 0].tolist())}
+            else:
+                arrow[i] = v.to_pylist()
+        ok = sorted(arrow)
+        if ok:
+            rows = reference.select("rid", *[F.expr(exprs[i]).alias(f"e{i}") for i in ok]).collect()
+            rows.sort(key=lambda r: r["rid"])
+            for i in ok:
+                got = arrow[i]
+                for r in rows:
+                    exp = r[f"e{i}"]
+                    a = got[r["rid"]]
+                    if not _same_value(a, exp):
+                        alone = reference.where(f"rid = {r['rid']}").select(F.expr(exprs[i])).collect()[0][0]
+                        print("ALONE", alone, [r[f"e{j}"] for j in ok if exprs[j] == exprs[i]])
+                    assert _same_value(a, exp), f"seed {seed} ansi={ansi}: {exprs[i]} rid {r['rid']}: arrow {a!r} spark {exp!r}"
+        cautious = []  # Arrow flags a row Spark never evaluates: safe (the operation reruns on Spark)
+        for i, classes in raising.items():
+            try:
+                reference.select(F.expr(exprs[i])).collect()
+            except Exception as e:
+                assert _error_class(e) in classes, f"{exprs[i]}: spark {_error_class(e)} arrow {classes}"
+            else:
+                cautious.append(exprs[i])
+        print("cautious:", cautious)
+        assert len(cautious) <= len(raising) // 2, cautious
+        return len(arrow), len(raising), len(exprs)
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+        spark.conf.unset("spark.sql.subexpressionElimination.enabled")
+
+
+@pytest.mark.parametrize("ansi", [False, True])
+def test_differential_values(spark, edge_table, ansi):
+    # One analyzed projection and one Spark query for all cases (plus one
+    # query per case Arrow says raises, in ANSI mode).
+    same, raising, total = run_value_differential(spark, edge_table, seed=1414 + ansi, cases=300, ansi=ansi)
+    assert same >= total * 0.5, (same, raising, total)
+    if ansi:
+        assert raising >= 3, raising
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("ansi", [False, True])
+def test_differential_values_many(spark, edge_table, seed, ansi):
+    run_value_differential(spark, edge_table, seed=20_000 + seed, cases=400, ansi=ansi)
+
+
+# ---------------------------------------------------------------- update
+UPDATES = [  # (condition, set, pylance too)
+    ("i8 > 0 AND s IS NOT NULL", {"i32": "7", "s": "'x'"}, True),
+    ("d >= DATE'2000-01-01' AND b", {"f64": "1.5", "b": "false"}, True),
+    (None, {"i64": "CASE WHEN i32 > 0 THEN i64 div 2 ELSE coalesce(i64, -1) END",
+            "f32": "CAST(f64 / 3 AS FLOAT)"}, False),
+    ("i32 IS NULL OR NOT (f64 > 0)", {"i32": "i32 + 2147483647", "i8": "CAST(i32 AS TINYINT)",
+                                      "s": "CAST(i64 % 7 AS STRING)"}, False),
+    ("ts < TIMESTAMP'2030-01-01 00:00:00' AND i64 IN (0, 42, -42)", {"f64": "-f64 * 2", "i64": "i64 - 1"}, True),
+]
+
+
+def _copies(tmp_path, seed=3):
+    ref = str(tmp_path / "ref.lance")
+    lance.write_dataset(gen_table(seed), ref, max_rows_per_file=80, enable_stable_row_ids=True)
+    a, s = str(tmp_path / "a.lance"), str(tmp_path / "s.lance")
+    shutil.copytree(ref, a)
+    shutil.copytree(ref, s)
+    return ref, a, s
+
+
+def _spark_path(spark, fn):
+    spark.conf.set(CONF, "false")
+    try:
+        return fn()
+    finally:
+        spark.conf.unset(CONF)
+
+
+def _full_rows(path):
+    ds = lance.dataset(path)
+    t = ds.to_table(columns=ds.schema.names + ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"])
+    fix = lambda v: "NaN" if isinstance(v, float) and math.isnan(v) else v  # noqa: E731
+    return ds.version, [{k: fix(v) for k, v in r.items()} for r in t.sort_by("_rowid").to_pylist()]
+
+
+@pytest.mark.parametrize("case", range(len(UPDATES)))
+def test_update_both_paths_and_pylance(spark, tmp_path, case):
+    cond, values, with_pylance = UPDATES[case]
+    ref, a_path, s_path = _copies(tmp_path)
+    spark.conf.set("spark.sql.ansi.enabled", "false")  # (i32 + 2147483647 wraps)
+    try:
+        info_s = _spark_path(spark, lambda: LanceTable(spark, s_path).update(cond, values))
+        info_a = LanceTable(spark, a_path).update(cond, values)
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+    assert info_a.metrics["evaluation"] == "arrow"
+    assert info_s.metrics["evaluation"] == "spark"
+    assert info_a.metrics["numUpdatedRows"] == info_s.metrics["numUpdatedRows"] > 0
+    a, s = _full_rows(a_path), _full_rows(s_path)
+    assert a == s
+    if with_pylance:
+        lance.dataset(ref).update(values, where=cond)
+        r = _full_rows(ref)
+        assert a[0] == r[0]
+        no_nan = lambda rows: [x for x in rows if x["f64"] != "NaN"]  # noqa: E731 (DataFusion orders NaN apart)
+        assert no_nan(a[1]) == no_nan(r[1])
+
+
+def test_update_ansi_error_is_sparks(spark, tmp_path):
+    _, a_path, s_path = _copies(tmp_path)
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        errors = []
+        for path, run in ((s_path, lambda p: _spark_path(spark, lambda: LanceTable(spark, p).update("i32 > 0", {"i32": "i32 + 2147483647"}))),
+                          (a_path, lambda p: LanceTable(spark, p).update("i32 > 0", {"i32": "i32 + 2147483647"}))):
+            with pytest.raises(Exception) as info:
+                run(path)
+            errors.append(_error_class(info.value))
+            assert lance.dataset(path).version == 1
+        assert errors[0] == errors[1] == "ARITHMETIC_OVERFLOW"
+        # guarded by the condition, the same division raises nowhere
+        info = LanceTable(spark, a_path).update("i32 <> 0", {"i64": "CASE WHEN i32 <> 0 THEN i64 div i32 END"})
+        assert info.metrics["evaluation"] == "arrow"
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+
+
+@pytest.mark.parametrize("cond,values", [
+    ("i32 > 0", {"f64": "CAST(i32 AS DECIMAL(12, 2)) * 1.5"}),  # decimal arithmetic
+    ("i32 > 0", {"i32": "try_add(i32, 1)"}),           # TRY mode
+    ("upper(s) = 'A'", {"i32": "1"}),                  # a function outside the subset
+    ("i32 > 0", {"i64": "try_cast(s AS BIGINT)"}),
+])
+def test_update_fallback_reports_spark(spark, tmp_path, cond, values):
+    ref, a_path, s_path = _copies(tmp_path, seed=5)
+    info = LanceTable(spark, a_path).update(cond, values)
+    _spark_path(spark, lambda: LanceTable(spark, s_path).update(cond, values))
+    assert info.metrics["evaluation"] == "spark"
+    assert _full_rows(a_path) == _full_rows(s_path)
+
+
+def test_update_without_analyzed_plan_reports_spark(spark, tmp_path, monkeypatch):
+    # Spark Connect: no analyzed plan object (jvm.analyzed_json is None).
+    from lance_ops.spark import jvm
+
+    _, a_path, s_path = _copies(tmp_path, seed=6)
+    monkeypatch.setattr(jvm, "analyzed_json", lambda df: None)
+    info = LanceTable(spark, a_path).update("i32 > 0", {"i32": "i32 - 1"})
+    assert info.metrics["evaluation"] == "spark"
+    assert info.metrics["numUpdatedRows"] > 0
+
+
+# ------------------------------------------------------------- addColumns
+def test_add_columns_sql_both_paths_and_pylance(spark, tmp_path):
+    ref, a_path, s_path = _copies(tmp_path, seed=8)
+    LanceTable(spark, a_path).delete("i8 = 0")  # (deleted rows get no value)
+    _spark_path(spark, lambda: LanceTable(spark, s_path).delete("i8 = 0"))
+    lance.dataset(ref).delete("i8 = 0")
+    exprs = {"x": "CASE WHEN i32 > 0 THEN i64 % 7 ELSE -1 END", "y": "CAST(i8 AS DOUBLE) / 2",
+             "z": "coalesce(b, i32 IS NULL)"}
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        info_a = LanceTable(spark, a_path).addColumns(exprs)
+        info_s = _spark_path(spark, lambda: LanceTable(spark, s_path).addColumns(exprs))
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+    assert info_a.metrics["evaluation"] == "arrow"
+    assert info_s.metrics["evaluation"] == "spark"
+    assert _full_rows(a_path) == _full_rows(s_path)
+    assert lance.dataset(a_path).schema == lance.dataset(s_path).schema
+    lance.dataset(ref).add_columns({"y": "CAST(i8 AS DOUBLE) / 2"})
+    got = lance.dataset(a_path).to_table(columns=["y"], with_row_id=True).sort_by("_rowid")
+    assert got == lance.dataset(ref).to_table(columns=["y"], with_row_id=True).sort_by("_rowid")
+    # outside the subset: Spark
+    info = LanceTable(spark, a_path).addColumns({"u": "upper(s)"})
+    assert info.metrics["evaluation"] == "spark"
+
+
+# ---------------------------------------------------------- rewriteColumns
+@pytest.mark.parametrize("cond,exprs", [
+    ("i8 > 0 OR f64 IS NULL", {"i32": "i32 div 2 + 1", "f64": "CASE WHEN f64 > 0 THEN -f64 END"}),
+    (None, {"s": "CAST(i64 % 10 AS STRING)"}),
+])
+def test_rewrite_columns_both_paths(spark, tmp_path, cond, exprs):
+    _, a_path, s_path = _copies(tmp_path, seed=9)
+    LanceTable(spark, a_path).delete("i8 = 0")
+    _spark_path(spark, lambda: LanceTable(spark, s_path).delete("i8 = 0"))
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        info_a = LanceTable(spark, a_path).rewriteColumns(exprs, cond)
+        info_s = _spark_path(spark, lambda: LanceTable(spark, s_path).rewriteColumns(exprs, cond))
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+    assert info_a.metrics["evaluation"] == "arrow"
+    assert info_s.metrics["evaluation"] == "spark"
+    assert info_a.metrics["numUpdatedRows"] == info_s.metrics["numUpdatedRows"] > 0
+    assert _full_rows(a_path) == _full_rows(s_path)

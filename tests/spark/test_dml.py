@@ -111,13 +111,24 @@ def test_delete_reads_only_condition_columns(spark, pair):
     import lance_ops.ops.delete as d
     import lance_ops.spark.frames as fr
 
-    # Both paths: the Spark scan (delete.scan_frame) and the Arrow path's
-    # planning scan (frames.scan_frame) read only the condition's columns.
+    orig_values = d.arrow_values
+
+    def values_spy(*a, **kw):
+        av = orig_values(*a, **kw)
+        if av is not None:  # what the Arrow tasks will read
+            seen.append((av.columns, av.metadata))
+        return av
+
+    # Every path reads only the condition's columns: the Spark scan
+    # (delete.scan_frame), the pushed-filter planning scan (frames.scan_frame)
+    # and the analyzed-plan Arrow tasks (arrow_values' columns).
     d.scan_frame = fr.scan_frame = spy
+    d.arrow_values = values_spy
     try:
         info = LanceTable(spark, ours).delete("score > 100 and grp = 1")
     finally:
         d.scan_frame = fr.scan_frame = orig
+        d.arrow_values = orig_values
     assert info.metrics["evaluation"] == "arrow"
     assert seen == [(["grp", "score"], ["_rowaddr"])]
 

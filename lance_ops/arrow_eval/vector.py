@@ -1,0 +1,330 @@
+"""Evaluate :mod:`.catalyst` trees over Arrow columns with Spark's semantics.
+
+Every node evaluates on all rows (numpy / pyarrow, vectorized) and returns
+``(values, errors)``: ``errors`` is an int8 array (0 = none, else an
+:data:`ERRORS` code) of the rows where *Spark* would raise in ANSI mode --
+only rows Spark actually evaluates the node on count: AND / OR short-circuit,
+CASE / IF / COALESCE evaluate lazily, a binary operator skips its second
+operand when the first is null (division: the dividend when the divisor is
+null or, outside ANSI, zero). The caller decides what an error means (the
+update tasks hand the operation back to Spark, which raises its own error).
+
+Semantics (non-ANSI / ANSI as the node's mode says):
+
+* integers: ``+ - *`` and unary minus wrap / raise ARITHMETIC_OVERFLOW;
+  ``div`` truncates (long), ``Long.MinValue div -1`` wraps / raises;
+  ``%`` takes the dividend's sign; ``/`` is on doubles; any division or
+  remainder by zero (``-0.0`` too) is NULL / DIVIDE_BY_ZERO (REMAINDER_BY_ZERO);
+* floats: IEEE arithmetic; comparisons order NaN above +inf with NaN = NaN
+  and -0.0 = 0.0;
+* casts: integer narrowing wraps / CAST_OVERFLOW; float to integer truncates,
+  NaN -> 0 and saturates (Java's ``toInt`` / ``toLong``; byte and short via
+  int) / CAST_OVERFLOW; numbers to boolean are ``<> 0``; booleans to numbers
+  1 / 0; integers and booleans to string exactly;
+* three-valued logic throughout; IN is null when nothing matches and the
+  value or an item is null.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .catalyst import FLOATS, INTS, X
+
+DIVIDE_BY_ZERO, ARITHMETIC_OVERFLOW, CAST_OVERFLOW, REMAINDER_BY_ZERO = 1, 2, 3, 4
+ERRORS = {DIVIDE_BY_ZERO: "DIVIDE_BY_ZERO", ARITHMETIC_OVERFLOW: "ARITHMETIC_OVERFLOW", CAST_OVERFLOW: "CAST_OVERFLOW",
+          REMAINDER_BY_ZERO: "REMAINDER_BY_ZERO"}
+
+ARROW = {
+    "byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long": pa.int64(), "float": pa.float32(),
+    "double": pa.float64(), "boolean": pa.bool_(), "string": pa.string(), "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"), "timestamp_ntz": pa.timestamp("us"), "void": pa.null(),
+}
+NUMPY = {"byte": np.int8, "short": np.int16, "integer": np.int32, "long": np.int64, "float": np.float32,
+         "double": np.float64}
+_BOUNDS = {t: (int(np.iinfo(NUMPY[t]).min), int(np.iinfo(NUMPY[t]).max)) for t in INTS}
+
+
+def evaluate(tree: X, table: pa.Table) -> tuple[pa.Array, np.ndarray]:
+    """(values as an Arrow array of the node's Spark-typed Arrow type, error codes)."""
+    with np.errstate(all="ignore"):
+        v, e = _Eval(table).ev(tree)
+    return v, e
+
+
+def arrow_type(t: str) -> pa.DataType:
+    return ARROW[t]
+
+
+class _Eval:
+    def __init__(self, table: pa.Table):
+        self.t = table
+        self.n = table.num_rows
+        self.none = np.zeros(self.n, np.int8)
+
+    # ------------------------------------------------------------ helpers
+    def num(self, a: pa.Array, t: str):
+        """(numpy values with nulls as 0, valid mask) of a numeric / boolean array."""
+        valid = _valid(a, self.n)
+        if t == "boolean":
+            return np.asarray(a.fill_null(False).to_numpy(zero_copy_only=False), bool), valid
+        return np.asarray(a.fill_null(0).to_numpy(zero_copy_only=False), NUMPY[t]), valid
+
+    def build(self, values: np.ndarray, valid: np.ndarray, t: str) -> pa.Array:
+        return pa.array(values, type=ARROW[t], mask=~valid if not valid.all() else None)
+
+    def nulls(self, t: str) -> pa.Array:
+        return pa.nulls(self.n, ARROW[t])
+
+    # --------------------------------------------------------------- nodes
+    def ev(self, x: X):
+        return getattr(self, "ev_" + x.kind)(x)
+
+    def ev_attr(self, x: X):
+        col = self.t.column(x.value)
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if col.type != ARROW[x.type]:
+            col = col.cast(ARROW[x.type])
+        return col, self.none
+
+    def ev_lit(self, x: X):
+        if x.value is None or x.type == "void":
+            return self.nulls(x.type), self.none
+        if x.type in ("timestamp", "timestamp_ntz"):
+            return pa.array(np.full(self.n, x.value, np.int64)).cast(ARROW[x.type]), self.none
+        if x.type in NUMPY:
+            return pa.array(np.full(self.n, x.value, NUMPY[x.type]), ARROW[x.type]), self.none
+        return pa.array([x.value] * self.n, ARROW[x.type]), self.none
+
+    def ev_isnull(self, x: X):
+        a, e = self.ev(x.args[0])
+        valid = _valid(a, self.n)
+        return pa.array(valid if x.value else ~valid), e
+
+    def ev_not(self, x: X):
+        a, e = self.ev(x.args[0])
+        return pc.invert(a.cast(pa.bool_())), e
+
+    def ev_and(self, x: X):
+        return self._logic(x, pc.and_kleene, False)
+
+    def ev_or(self, x: X):
+        return self._logic(x, pc.or_kleene, True)
+
+    def _logic(self, x: X, fn, decided: bool):
+        a, ea = self.ev(x.args[0])
+        b, eb = self.ev(x.args[1])
+        a, b = a.cast(pa.bool_()), b.cast(pa.bool_())
+        va, ok = self.num(a, "boolean")
+        settled = ok & (va == decided)  # the right side is not evaluated there
+        return fn(a, b), _merge(ea, np.where(settled, 0, eb))
+
+    def ev_cmp(self, x: X):
+        (a, ea), (b, eb) = self.ev(x.args[0]), self.ev(x.args[1])
+        t = x.args[0].type if x.args[0].type != "void" else x.args[1].type
+        va_ok, vb_ok = _valid(a, self.n), _valid(b, self.n)
+        err = _merge(ea, np.where(va_ok, eb, 0))
+        if t == "void":
+            if x.value == "<=>":
+                return pa.array(np.ones(self.n, bool)), err
+            return self.nulls("boolean"), err
+        if t in FLOATS:
+            av, _ = self.num(a, t)
+            bv, _ = self.num(b, t)
+            an, bn = np.isnan(av), np.isnan(bv)
+            eq = (av == bv) | (an & bn)
+            lt = ((av < bv) & ~an) | (~an & bn)
+        elif t in INTS or t in ("date", "timestamp", "timestamp_ntz", "boolean"):
+            av, bv = _ints(a), _ints(b)
+            eq, lt = av == bv, av < bv
+        else:  # strings: UTF-8 bytes, Arrow's order
+            eq = np.asarray(pc.equal(a, b).fill_null(False).to_numpy(zero_copy_only=False), bool)
+            lt = np.asarray(pc.less(a, b).fill_null(False).to_numpy(zero_copy_only=False), bool)
+        op = x.value
+        both = va_ok & vb_ok
+        if op == "<=>":
+            return pa.array((both & eq) | (~va_ok & ~vb_ok)), err
+        res = {"=": eq, "<": lt, "<=": lt | eq, ">": ~(lt | eq), ">=": ~lt}[op]
+        return pa.array(res, mask=~both if not both.all() else None), err
+
+    def ev_in(self, x: X):
+        v, err = self.ev(x.args[0])
+        v_ok = _valid(v, self.n)
+        matched = np.zeros(self.n, bool)
+        saw_null = ~v_ok
+        for item in x.args[1:]:
+            eq_tree = X("cmp", "boolean", (X("attr", x.args[0].type, value="__v"), X("attr", item.type, value="__i")), "=")
+            i, ei = self.ev(item)
+            err = _merge(err, np.where(v_ok & ~matched, ei, 0))
+            sub = _Eval(pa.table({"__v": v, "__i": i}))
+            r, _ = sub.ev(eq_tree)
+            rv, r_ok = self.num(r, "boolean")
+            matched |= r_ok & rv
+            saw_null |= ~r_ok
+        null = ~matched & saw_null
+        return pa.array(matched, mask=null if null.any() else None), err
+
+    def ev_case(self, x: X):
+        kids = list(x.args)
+        has_else = bool(x.value)
+        else_x = kids.pop() if has_else else None
+        pending = np.ones(self.n, bool)  # rows no branch has taken yet
+        err = self.none
+        out = self.nulls(x.type) if x.type != "void" else pa.nulls(self.n)
+        chosen = []
+        for c_x, v_x in zip(kids[0::2], kids[1::2]):
+            c, ec = self.ev(c_x)
+            err = _merge(err, np.where(pending, ec, 0))
+            cv, c_ok = self.num(c.cast(pa.bool_()), "boolean")
+            take = pending & c_ok & cv
+            v, ev_ = self.ev(v_x)
+            err = _merge(err, np.where(take, ev_, 0))
+            chosen.append((take, v))
+            pending &= ~take
+        if else_x is not None:
+            v, ev_ = self.ev(else_x)
+            err = _merge(err, np.where(pending, ev_, 0))
+            chosen.append((pending, v))
+        for take, v in reversed(chosen):
+            if v.type != out.type:
+                v = v.cast(out.type)
+            out = pc.if_else(pa.array(take), v, out)
+        return out, err
+
+    def ev_coalesce(self, x: X):
+        pending = np.ones(self.n, bool)
+        err = self.none
+        out = self.nulls(x.type)
+        parts = []
+        for k in x.args:
+            v, e = self.ev(k)
+            err = _merge(err, np.where(pending, e, 0))
+            if v.type != out.type:
+                v = v.cast(out.type)
+            parts.append(v)
+            pending &= ~_valid(v, self.n)
+        return pc.coalesce(*parts), err
+
+    def ev_neg(self, x: X):
+        a, err = self.ev(x.args[0])
+        v, ok = self.num(a, x.type)
+        r = -v
+        if x.ansi and x.type in INTS:
+            err = _merge(err, np.where(ok & (v == np.iinfo(v.dtype).min), ARITHMETIC_OVERFLOW, 0))
+        return self.build(r, ok, x.type), err
+
+    def ev_arith(self, x: X):
+        op, t = x.value, x.type
+        (a, ea), (b, eb) = self.ev(x.args[0]), self.ev(x.args[1])
+        av, a_ok = self.num(a, t)
+        bv, b_ok = self.num(b, t)
+        both = a_ok & b_ok
+        is_int = t in INTS
+        if op in ("+", "-", "*"):
+            err = _merge(ea, np.where(a_ok, eb, 0))
+            r = {"+": np.add, "-": np.subtract, "*": np.multiply}[op](av, bv)
+            if x.ansi and is_int:
+                err = _merge(err, np.where(both & _overflow(op, av, bv, r), ARITHMETIC_OVERFLOW, 0))
+            return self.build(r, both, t), err
+        # / div %: the divisor first; the dividend only when it is not null
+        # (and, outside ANSI, not zero).
+        zero = b_ok & (bv == 0)
+        err = _merge(eb, np.where(b_ok & (x.ansi | ~zero), ea, 0))
+        if x.ansi:
+            code = REMAINDER_BY_ZERO if op == "%" else DIVIDE_BY_ZERO
+            err = _merge(err, np.where(both & zero, code, 0))
+        safe_b = np.where(zero, 1, bv).astype(bv.dtype)
+        if op == "/":
+            r = av / safe_b
+        elif op == "%":
+            if is_int:
+                lo = np.iinfo(av.dtype).min
+                special = (av == lo) & (safe_b == -1)  # Java: MIN % -1 == 0
+                r = np.where(special, 0, np.fmod(av, np.where(special, 1, safe_b))).astype(av.dtype)
+            else:
+                r = np.fmod(av, safe_b)
+        else:  # div on longs: truncation toward zero
+            lo = np.iinfo(np.int64).min
+            special = (av == lo) & (safe_b == -1)
+            if x.ansi:
+                err = _merge(err, np.where(both & special, ARITHMETIC_OVERFLOW, 0))
+            d = np.where(special, 1, safe_b)
+            q = av // d
+            fix = (q < 0) & (q * d != av)  # floor -> trunc for mixed signs
+            r = np.where(special, lo, q + fix.astype(np.int64))
+        return self.build(r, both & ~zero, t), err
+
+    def ev_cast(self, x: X):
+        c = x.args[0]
+        a, err = self.ev(c)
+        src, to = c.type, x.type
+        if to == "string":
+            if src == "boolean":
+                return pc.if_else(a, "true", "false").cast(pa.string()), err
+            return a.cast(pa.string()), err
+        v, ok = self.num(a, src)
+        if to == "boolean":
+            return self.build(v != 0, ok, "boolean"), err
+        if src == "boolean":
+            return self.build(v.astype(NUMPY[to]), ok, to), err
+        if to in FLOATS:
+            return self.build(v.astype(NUMPY[to]), ok, to), err
+        lo, hi = _BOUNDS[to]
+        if src in INTS:
+            if x.ansi:
+                over = ok & ((v < lo) | (v > hi))
+                err = _merge(err, np.where(over, CAST_OVERFLOW, 0))
+            return self.build(v.astype(NUMPY[to]), ok, to), err  # two's complement wrap
+        # float -> integer
+        f = v.astype(np.float64)
+        if x.ansi:
+            # Spark: floor(x) <= MAX and ceil(x) >= MIN, bounds as doubles
+            fits = (np.floor(f) <= float(hi)) & (np.ceil(f) >= float(lo))
+            err = _merge(err, np.where(ok & ~fits, CAST_OVERFLOW, 0))
+        wide = "long" if to == "long" else "integer"  # byte / short go through int
+        wlo, whi = _BOUNDS[wide]
+        nan = np.isnan(f)
+        tr = np.trunc(np.where(nan, 0.0, f))
+        big, small = tr >= float(whi), tr <= float(wlo)
+        mid = np.where(big | small, 0.0, tr).astype(np.int64)
+        r = np.where(big, whi, np.where(small, wlo, mid)).astype(np.int64)
+        return self.build(r.astype(NUMPY[wide]).astype(NUMPY[to]), ok, to), err
+
+
+def _valid(a: pa.Array, n: int) -> np.ndarray:
+    if a.null_count == 0:
+        return np.ones(n, bool)
+    return np.asarray(a.is_valid().to_numpy(zero_copy_only=False), bool)
+
+
+def _ints(a: pa.Array) -> np.ndarray:
+    t = a.type
+    if pa.types.is_boolean(t):
+        return np.asarray(a.fill_null(False).to_numpy(zero_copy_only=False), np.int64)
+    if pa.types.is_date32(t):
+        a = a.cast(pa.int32())
+    elif pa.types.is_timestamp(t):
+        a = a.cast(pa.int64())
+    return np.asarray(a.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+
+
+def _merge(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Error codes of a, then b's where a has none."""
+    b = np.asarray(b, np.int8)
+    if not b.any():
+        return a
+    return np.where(a != 0, a, b).astype(np.int8)
+
+
+def _overflow(op: str, a: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Rows where the wrapped integer result ``r`` differs from the exact one."""
+    if op == "+":
+        return ((a >= 0) == (b >= 0)) & ((r >= 0) != (a >= 0))
+    if op == "-":
+        return ((a >= 0) != (b >= 0)) & ((r >= 0) != (a >= 0))
+    lo = np.iinfo(a.dtype).min
+    safe_a = np.where((a == 0) | (a == -1), 1, a)
+    back = r // safe_a  # exact iff no overflow (floor is exact for exact products)
+    over = (a != 0) & (a != -1) & ((back != b) | (r % safe_a != 0))
+    return over | ((a == -1) & (b == lo))
