@@ -160,6 +160,30 @@ def status_tracker(spark):
     return spark.sparkContext.statusTracker()
 
 
+def java_runtime(spark) -> str | None:
+    """The version and VM name of the JVM the driver runs on (not whatever
+    ``java`` is on PATH); None under Connect (the server's JVM is not
+    reachable from the client)."""
+    if is_connect(spark):
+        return None
+    system = spark.sparkContext._jvm.java.lang.System
+    return f"{system.getProperty('java.runtime.version')} ({system.getProperty('java.vm.name')})"
+
+
+def driver_pid(spark) -> int | None:
+    """PID of the driver JVM (in local mode the executors too); None under
+    Connect."""
+    if is_connect(spark):
+        return None
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+
+
+def add_py_file(spark, path: str) -> None:
+    """``addPyFile`` on a classic session's SparkContext (Connect sessions
+    use ``spark.addArtifacts(path, pyfile=True)``)."""
+    spark.sparkContext.addPyFile(path)
+
+
 def master(spark) -> str:
     if is_connect(spark):
         return _conf(spark, "spark.master") or "connect"
