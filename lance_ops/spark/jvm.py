@@ -136,21 +136,43 @@ def executed_plan(df) -> str | None:
 
 
 @contextlib.contextmanager
-def job_group(spark, group: str, desc: str):
+def job_group(spark, group: str, desc: str, tags=()):
     """Classic sessions: a job group with this description for the block
-    (restoring the previous one after). Connect sessions have no job groups:
-    the caller tags the operation instead (a no-op here)."""
+    (restoring the previous one after), and ``tags`` as SparkContext job tags
+    -- a classic session's own tags (``spark.addTag``) are private to the
+    thread that added them, so ``spark.interruptTag`` from another thread
+    finds nothing; the SparkContext's tags are what :func:`cancel_tag`
+    cancels from any thread. Connect sessions have no job groups: the caller
+    tags the operation instead (a no-op here)."""
     if is_connect(spark):
         yield
         return
     sc = spark.sparkContext
     prev = [sc.getLocalProperty(k) for k in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")]
     sc.setJobGroup(group, desc, interruptOnCancel=False)
+    present = set(sc.getJobTags())
+    added = [t for t in tags if t not in present]
+    for t in added:
+        sc.addJobTag(t)
     try:
         yield
     finally:
+        for t in added:
+            with contextlib.suppress(Exception):
+                sc.removeJobTag(t)
         for k, v in zip(("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"), prev):
             sc.setLocalProperty(k, v)
+
+
+def cancel_tag(spark, tag: str) -> None:
+    """Cancel the running jobs carrying ``tag``, from any thread: the
+    SparkContext's ``cancelJobsWithTag`` on a classic session (see
+    :func:`job_group`), ``interruptTag`` under Connect (the server matches
+    the tag on every operation of the session, whichever thread started it)."""
+    if is_connect(spark):
+        spark.interruptTag(tag)
+    else:
+        spark.sparkContext.cancelJobsWithTag(tag)
 
 
 def status_tracker(spark):
