@@ -7,7 +7,12 @@ are there, but the editable install's ``.pth`` is not processed, so the
 workers cannot import lance_ops on their own -- the client checks that first,
 then ships the package and runs operations whose work happens in executor
 tasks (create, delete, addColumns(fn), compaction); results checked with
-pylance here."""
+pylance here.
+
+The server's master is the Spark standalone cluster (``tests/servers``'
+``SparkCluster``: a master and two one-core workers on 127.0.0.1), so the
+executors are processes of their own on the cluster's workers -- as on a
+shared cluster, where shipping is what this is for."""
 from __future__ import annotations
 
 import json
@@ -39,17 +44,33 @@ def _python_without_lance_ops(d: str) -> str:
 
 @pytest.fixture(scope="module")
 def bare_server(tmp_path_factory):
-    from tests.servers import ConnectServer
+    """A Connect server on the standalone cluster whose Python workers cannot
+    import lance_ops; yields (server, cluster)."""
+    from tests.servers import ConnectServer, SparkCluster
 
     work = str(tmp_path_factory.mktemp("connect-bare"))
-    env = {k: "" for k in ("PYTHONPATH",) if k in os.environ}
-    server = ConnectServer(work, python=_python_without_lance_ops(work), env=env).start()
-    yield server
-    server.stop()
+    cluster = SparkCluster(work, workers=2).start()
+    server = None
+    try:
+        sdir = os.path.join(work, "connect")
+        os.makedirs(sdir)
+        server = ConnectServer(sdir, python=_python_without_lance_ops(sdir), master=cluster.url,
+                               conf={"spark.cores.max": "2", "spark.executor.cores": "1",
+                                     "spark.executor.memory": "512m"},
+                               env={"PYTHONPATH": ""} if "PYTHONPATH" in os.environ else {}).start()
+        yield server, cluster
+    finally:
+        if server is not None:
+            server.stop()
+        cluster.stop()
 
 
 def test_lance_ops_shipped_with_add_artifacts(bare_server, tmp_path):
-    run_shipped(bare_server, tmp_path)
+    server, cluster = bare_server
+    run_shipped(server, tmp_path)
+    # The work ran on the cluster's executors (one core on each worker).
+    apps = cluster.status()["activeapps"]
+    assert len(apps) == 1 and apps[0]["cores"] == 2, apps
 
 
 def run_shipped(server, tmp_path) -> dict:
