@@ -13,6 +13,11 @@ sys.path.insert(0, ROOT)
 
 
 def main(out: str) -> None:
+    # A metadata DB of this run's own (AIRFLOW_HOME is a fresh directory the
+    # caller made): no runs of other tests' DAGs to collide with.
+    from airflow.utils import db
+
+    db.initdb()
     from tests.airflow.conftest import DAGS, load_dag
 
     if DAGS not in sys.path:

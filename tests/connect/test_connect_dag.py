@@ -13,7 +13,7 @@ import lance
 import pytest
 
 from lance_ops import LanceTable
-from tests.airflow.conftest import airflow_home  # noqa: F401  (the fixture)
+from tests.airflow.conftest import DAGS
 from tests.connect.test_connect import _path_without_java
 
 pytestmark = pytest.mark.spark
@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def test_maintenance_dag_through_spark_remote(connect_server, airflow_home, spark, tmp_path):  # noqa: F811
+def test_maintenance_dag_through_spark_remote(connect_server, spark, tmp_path):
     small = str(tmp_path / "small.lance")
     t = LanceTable.create(spark, small, spark.range(0, 10, 1, 1).selectExpr("id", "id * 2 AS x"))
     for i in range(1, 5):
@@ -38,7 +38,11 @@ def test_maintenance_dag_through_spark_remote(connect_server, airflow_home, spar
     expected = sorted(lance.dataset(small).to_table().to_pylist(), key=lambda r: r["id"])
     env = {k: v for k, v in os.environ.items()
            if k not in ("JAVA_HOME", "SPARK_HOME", "LANCE_OPS_SPARK_CONN_ID", "LANCE_OPS_SPARK_REMOTE", "PYTHONPATH")}
-    env.update(SPARK_REMOTE=connect_server.url, LANCE_OPS_MAINTENANCE_CONFIG=str(cfg), PATH=_path_without_java())
+    home = tmp_path / "airflow_home"
+    home.mkdir()
+    env.update(SPARK_REMOTE=connect_server.url, LANCE_OPS_MAINTENANCE_CONFIG=str(cfg), PATH=_path_without_java(),
+               AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="False", AIRFLOW__CORE__DAGS_FOLDER=DAGS,
+               AIRFLOW__CORE__UNIT_TEST_MODE="True")
     out = str(tmp_path / "dag.json")
     proc = subprocess.run([sys.executable, os.path.join(HERE, "dag_client.py"), out], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
