@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup thin-client demo test test-fast test-slow bench protos lint clean
+.PHONY: setup thin-client demo test test-connect test-fast test-slow bench protos lint clean
 
 setup: $(STAMP)
 
@@ -39,8 +39,19 @@ $(THIN_STAMP): pyproject.toml
 demo: setup
 	$(PY) jobs/demo.py ./demo-data
 
+# The read/write, DML, data-evolution and maintenance suites again with the
+# `spark` fixture a Spark Connect session (a server started by the run on
+# 127.0.0.1, stopped by PID): a process of its own, since a Connect session
+# switches a whole Python process to Connect mode.
+CONNECT_SUITES := tests/spark/test_write_interop.py tests/spark/test_read_pylance.py tests/spark/test_dml.py \
+	tests/spark/test_evolution.py tests/spark/test_compaction.py tests/spark/test_vacuum.py
+
 test: setup thin-client
 	$(PY) -m pytest -q tests
+	LANCE_OPS_TEST_CONNECT=1 $(PY) -m pytest -q $(CONNECT_SUITES)
+
+test-connect: setup
+	LANCE_OPS_TEST_CONNECT=1 $(PY) -m pytest -q $(CONNECT_SUITES)
 
 test-fast: setup
 	$(PY) -m pytest -q tests -m "not multiprocess"

@@ -74,9 +74,17 @@ def _lance_ops_revision() -> str:
 
 
 def _java(spark) -> str:
-    """The JVM Spark actually runs on (not whatever ``java`` is on PATH)."""
-    system = spark.sparkContext._jvm.java.lang.System
-    return f"{system.getProperty('java.runtime.version')} ({system.getProperty('java.vm.name')})"
+    """The JVM Spark actually runs on (not whatever ``java`` is on PATH); a
+    Connect session cannot see the server's."""
+    from lance_ops.spark import jvm
+
+    return jvm.java_runtime(spark) or "n/a (Spark Connect session: the server's JVM)"
+
+
+def _master(spark) -> str:
+    from lance_ops.spark import jvm
+
+    return jvm.master(spark)
 
 
 def machine_info(spark) -> list[tuple[str, str]]:
@@ -90,7 +98,7 @@ def machine_info(spark) -> list[tuple[str, str]]:
         ("OS", _os()),
         ("Python", platform.python_version()),
         ("Java", _java(spark)),
-        ("Spark master", spark.sparkContext.master),
+        ("Spark master", _master(spark)),
         ("lance_ops", _lance_ops_revision()),
         *((p, _version(p)) for p in PACKAGES),
         ("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),

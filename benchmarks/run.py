@@ -26,10 +26,9 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from benchmarks.harness import Context, Section, remove  # noqa: E402
+from benchmarks.harness import SPARK_CONF, Context, Section, remove  # noqa: E402
 from benchmarks.report import machine_info, render, update  # noqa: E402
 
-SPARK_CONF = {"spark.driver.memory": "8g"}
 #: Fewer rows than this leave the 40 files/fragments nearly empty.
 MIN_ROWS = 4000
 

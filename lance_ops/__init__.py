@@ -27,6 +27,7 @@ from .errors import (
     DuplicateMatchError,
     InvalidArgumentError,
     LanceOpsError,
+    OperationCancelledError,
     ReadOnlyVersionError,
     SchemaMismatchError,
     SqlParseError,
@@ -59,6 +60,8 @@ _LAZY = {
     "LanceTable": ("lance_ops.table", "LanceTable"),
     "register": ("lance_ops.spark.datasource", "register"),
     "local_session": ("lance_ops.spark.session", "local_session"),
+    "cancel": ("lance_ops.spark.progress", "cancel"),
+    "ship_to": ("lance_ops.spark.session", "ship_to"),
     # the package lance_ops.sql, callable: lance_ops.sql(spark, text)
     "sql": ("lance_ops.sql", None),
 }
@@ -107,5 +110,5 @@ __all__ = [
     "UnsupportedFeatureError", "CorruptTableError", "CommitConflictError", "ReadOnlyVersionError",
     "CommitStoreError",
     "DuplicateMatchError", "InvalidArgumentError", "SqlParseError", "sql", "load_ipython_extension",
-    "ConstraintViolationError", "DataQualityError",
+    "ConstraintViolationError", "DataQualityError", "OperationCancelledError", "cancel", "ship_to",
 ]

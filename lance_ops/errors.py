@@ -74,6 +74,18 @@ class InvalidArgumentError(LanceOpsError, ValueError):
     """An argument is out of range or inconsistent (also a ``ValueError``)."""
 
 
+class OperationCancelledError(LanceOpsError):
+    """The operation's Spark job was cancelled (``lance_ops.cancel(spark)``,
+    ``spark.interruptTag("lance_ops-<operation>")`` under Spark Connect, or
+    the job group from the Spark UI) before it committed: no new version;
+    files it had written stay unreferenced until ``vacuum`` removes them.
+    ``operation`` names the operation (``"addColumns"``)."""
+
+    def __init__(self, message: str, operation: str | None = None):
+        super().__init__(message)
+        self.operation = operation
+
+
 class DuplicateMatchError(LanceOpsError):
     """A merge matched one target row with several source rows and more than
     one of them would modify it (Delta raises the same error)."""

@@ -14,8 +14,19 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+#: ``LANCE_OPS_TEST_CONNECT=1``: the ``spark`` fixture is a Spark Connect
+#: session to a server (local[2]) this run starts on 127.0.0.1 and stops by
+#: PID -- for running a suite through Connect in a pytest process of its own
+#: (a Connect session switches the whole process to Connect mode). Not part
+#: of ``make test``; see the Spark Connect section of the README.
+CONNECT_MODE = os.environ.get("LANCE_OPS_TEST_CONNECT", "") not in ("", "0")
+
+
 @pytest.fixture(scope="session")
-def spark():
+def spark(tmp_path_factory):
+    if CONNECT_MODE:
+        yield from _connect_spark(tmp_path_factory)
+        return
     from lance_ops.spark.session import local_session
 
     s = local_session(
@@ -28,6 +39,19 @@ def spark():
     )
     yield s
     s.stop()
+
+
+def _connect_spark(tmp_path_factory):
+    from lance_ops.spark.session import remote_session
+    from tests.servers import ConnectServer
+
+    server = ConnectServer(str(tmp_path_factory.mktemp("connect-fixture"))).start()
+    try:
+        s = remote_session(server.url, "lance_ops-tests", conf={"spark.sql.shuffle.partitions": "2"})
+        yield s
+        s.stop()
+    finally:
+        server.stop()
 
 
 @pytest.fixture

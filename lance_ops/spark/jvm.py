@@ -189,21 +189,43 @@ def executed_plan(df) -> str | None:
 
 
 @contextlib.contextmanager
-def job_group(spark, group: str, desc: str):
+def job_group(spark, group: str, desc: str, tags=()):
     """Classic sessions: a job group with this description for the block
-    (restoring the previous one after). Connect sessions have no job groups:
-    the caller tags the operation instead (a no-op here)."""
+    (restoring the previous one after), and ``tags`` as SparkContext job tags
+    -- a classic session's own tags (``spark.addTag``) are private to the
+    thread that added them, so ``spark.interruptTag`` from another thread
+    finds nothing; the SparkContext's tags are what :func:`cancel_tag`
+    cancels from any thread. Connect sessions have no job groups: the caller
+    tags the operation instead (a no-op here)."""
     if is_connect(spark):
         yield
         return
     sc = spark.sparkContext
     prev = [sc.getLocalProperty(k) for k in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")]
     sc.setJobGroup(group, desc, interruptOnCancel=False)
+    present = set(sc.getJobTags())
+    added = [t for t in tags if t not in present]
+    for t in added:
+        sc.addJobTag(t)
     try:
         yield
     finally:
+        for t in added:
+            with contextlib.suppress(Exception):
+                sc.removeJobTag(t)
         for k, v in zip(("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"), prev):
             sc.setLocalProperty(k, v)
+
+
+def cancel_tag(spark, tag: str) -> None:
+    """Cancel the running jobs carrying ``tag``, from any thread: the
+    SparkContext's ``cancelJobsWithTag`` on a classic session (see
+    :func:`job_group`), ``interruptTag`` under Connect (the server matches
+    the tag on every operation of the session, whichever thread started it)."""
+    if is_connect(spark):
+        spark.interruptTag(tag)
+    else:
+        spark.sparkContext.cancelJobsWithTag(tag)
 
 
 def status_tracker(spark):
@@ -211,6 +233,30 @@ def status_tracker(spark):
     if is_connect(spark):
         return None
     return spark.sparkContext.statusTracker()
+
+
+def java_runtime(spark) -> str | None:
+    """The version and VM name of the JVM the driver runs on (not whatever
+    ``java`` is on PATH); None under Connect (the server's JVM is not
+    reachable from the client)."""
+    if is_connect(spark):
+        return None
+    system = spark.sparkContext._jvm.java.lang.System
+    return f"{system.getProperty('java.runtime.version')} ({system.getProperty('java.vm.name')})"
+
+
+def driver_pid(spark) -> int | None:
+    """PID of the driver JVM (in local mode the executors too); None under
+    Connect."""
+    if is_connect(spark):
+        return None
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+
+
+def add_py_file(spark, path: str) -> None:
+    """``addPyFile`` on a classic session's SparkContext (Connect sessions
+    use ``spark.addArtifacts(path, pyfile=True)``)."""
+    spark.sparkContext.addPyFile(path)
 
 
 def master(spark) -> str:

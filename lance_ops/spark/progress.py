@@ -63,7 +63,7 @@ def spark_job(spark, operation: str, uri: str, version: int | None, step: str = 
     handler = None
     monitor = None
     try:
-        with jvm.job_group(spark, group, desc):
+        with jvm.job_group(spark, group, desc, tags), _cancellation(operation, uri, version):
             tracker = jvm.status_tracker(spark)
             if tracker is not None:
                 monitor = threading.Thread(
@@ -86,6 +86,43 @@ def spark_job(spark, operation: str, uri: str, version: int | None, step: str = 
             with contextlib.suppress(Exception):
                 spark.removeTag(t)
         log.debug("%s finished in %.1fs", label, time.monotonic() - started)
+
+
+def cancel(spark, operation: str | None = None) -> None:
+    """Cancel the running Spark jobs of lance_ops operations on this session
+    -- all of them, or one kind (``cancel(spark, "addColumns")``) -- from any
+    thread. The operation then raises :class:`~lance_ops.errors.OperationCancelledError`
+    and commits nothing (files it already wrote stay unreferenced until
+    ``vacuum``). Under Spark Connect this is ``spark.interruptTag(tag)``; a
+    classic session's ``interruptTag`` only sees tags its own thread added, so
+    there the SparkContext's ``cancelJobsWithTag`` does it."""
+    jvm.cancel_tag(spark, operation_tag(operation) if operation else TAG)
+
+
+#: Words Spark uses for a job or operation stopped by a cancellation: the
+#: error classes of classic sessions (SPARK_JOB_CANCELLED) and Connect
+#: (OPERATION_CANCELED), and the older free text.
+_CANCELLED = re.compile(r"SPARK_JOB_CANCELLED|OPERATION_CANCELED|JOB_CANCELLED|cancelled (?:job|part of)|"
+                        r"Job \d+ cancelled", re.IGNORECASE)
+
+
+@contextlib.contextmanager
+def _cancellation(operation: str, uri: str, version: int | None):
+    """Turn Spark's error for a cancelled job into OperationCancelledError
+    (lance_ops' own errors pass through unchanged)."""
+    from ..errors import LanceOpsError, OperationCancelledError
+
+    try:
+        yield
+    except LanceOpsError:
+        raise
+    except Exception as e:
+        if not _CANCELLED.search(f"{type(e).__name__}: {e}"):
+            raise
+        at = f" at v{version}" if version is not None else ""
+        # (Spark's own error, whose class differs between session kinds, stays the __cause__)
+        raise OperationCancelledError(f"{operation} of {uri}{at} was cancelled: its Spark job was cancelled; "
+                                      "nothing was committed", operation=operation) from e
 
 
 class JobLabel(str):

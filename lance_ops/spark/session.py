@@ -96,3 +96,59 @@ def remote_session(url: str | None = None, app_name: str = "lance_ops", conf: di
 
     register(spark)
     return spark
+
+
+def package_zip(dest_dir: str | None = None) -> str:
+    """A zip of the lance_ops package as this process imports it (pure
+    Python: importable from the zip), for shipping to executors. Written to
+    ``dest_dir`` (default: a new temporary directory) as ``lance_ops.zip``."""
+    import tempfile
+    import zipfile
+
+    import lance_ops
+
+    pkg = os.path.dirname(os.path.abspath(lance_ops.__file__))
+    top = os.path.dirname(pkg)
+    dest_dir = dest_dir or tempfile.mkdtemp(prefix="lance_ops-ship-")
+    path = os.path.join(dest_dir, "lance_ops.zip")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for d, dirs, files in os.walk(pkg):
+            dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+            for f in sorted(files):
+                if f.endswith((".pyc", ".pyo")):
+                    continue
+                full = os.path.join(d, f)
+                z.write(full, os.path.relpath(full, top))
+    return path
+
+
+def ship_to(spark, dest_dir: str | None = None) -> str:
+    """Ship lance_ops to the executors of ``spark``'s session, for clusters
+    whose Python workers do not have it installed: a zip of the package
+    (:func:`package_zip`) added with ``spark.addArtifacts(zip, pyfile=True)``
+    on a Spark Connect session (session-scoped: other sessions of the server
+    are unaffected), ``addPyFile`` on a classic one. Call it once, before the
+    first operation. The workers still need lance_ops' dependencies
+    (pylance, pyarrow, pyroaring, protobuf, fsspec, numpy). Returns the zip's
+    path.
+
+    The ``lance`` data source is registered again afterwards: a Connect
+    server captures the session's Python includes when a data source is
+    registered, and its planner workers (which create the data source
+    instance and push filters into it) see only those -- a registration made
+    before the zip was added (importing lance_ops registers in the active
+    session) would leave them unable to import lance_ops."""
+    from . import jvm
+    from .datasource import register
+
+    path = package_zip(dest_dir)
+    if jvm.is_connect(spark):
+        spark.addArtifacts(path, pyfile=True)
+    else:
+        jvm.add_py_file(spark, path)
+    try:
+        spark._lance_ops_registered = None  # (register() is idempotent per session: force it)
+    except Exception:
+        pass
+    register(spark)
+    return path

@@ -90,8 +90,74 @@ def run(spark, base: str) -> dict:
     removed = t.vacuum(retentionHours=0, enforceRetentionDuration=False)
     out["vacuumed"] = len(removed)
     steps.append({"step": "vacuum", "version": t.version, "seconds": _lap()})
+    out["cancel"] = cancel_by_tag(spark, os.path.join(base, "cancel"))
     out["final"] = _rows(t.toDF())
     out["count"] = t.count()
     out["version"] = t.version
     out["history"] = [[r["version"], r["operation"], r["readVersion"]] for r in t.history().collect()]
+    return out
+
+
+def cancel_by_tag(spark, base: str) -> dict:
+    """Start a slow ``addColumns(fn)`` in a thread (two fragments: the task of
+    the first writes its column file, the second's UDF then waits), cancel it
+    by its tag -- ``spark.interruptTag("lance_ops-addColumns")`` under Connect,
+    ``lance_ops.cancel(spark, "addColumns")`` on a classic session (whose
+    ``interruptTag`` only sees its own thread's tags) -- and report what the
+    operation raised, the versions, the rows and what a vacuum dry run lists."""
+    import threading
+
+    import pyarrow as pa
+
+    import lance_ops
+    from lance_ops import LanceTable
+    from lance_ops.spark import jvm
+
+    p = os.path.join(base, "c.lance")
+    t = LanceTable.create(spark, p, spark.range(0, 100, 1, 2).selectExpr("id", "id * 2 AS x"), maxRowsPerFragment=50)
+    before = _rows(t.toDF())
+    data_dir, started = os.path.join(p, "data"), os.path.join(base, "slow-task-started")
+    data_files = len(os.listdir(data_dir))
+
+    def slow(b):
+        import os
+        import time
+
+        if b.num_rows and b.column("id")[0].as_py() >= 50:
+            deadline = time.monotonic() + 60
+            while len(os.listdir(data_dir)) <= data_files and time.monotonic() < deadline:
+                time.sleep(0.1)  # (until the other task's column file is written)
+            open(started, "w").close()
+            time.sleep(120)
+        return pa.RecordBatch.from_arrays([b.column("id")], names=["z"])
+
+    raised: list = []
+
+    def run():
+        try:
+            t.addColumns(slow, readColumns=["id"], outputSchema="z long")
+        except BaseException as e:  # what the test checks
+            raised.append(e)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    deadline = time.monotonic() + 120
+    while not os.path.exists(started) and worker.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    at = time.monotonic()
+    if jvm.is_connect(spark):
+        spark.interruptTag("lance_ops-addColumns")
+    else:
+        lance_ops.cancel(spark, "addColumns")
+    worker.join(180)
+    out = {"started": os.path.exists(started), "returned": not worker.is_alive(),
+           "secondsToCancel": round(time.monotonic() - at, 2)}
+    e = raised[0] if raised else None
+    out["error"] = None if e is None else {"class": type(e).__name__, "module": type(e).__module__,
+                                           "operation": getattr(e, "operation", None),
+                                           "message": str(e).replace(p, "<table>")}
+    fresh = LanceTable(spark, p)
+    out["version"] = fresh.version
+    out["rowsKept"] = _rows(fresh.toDF()) == before
+    out["orphans"] = fresh.vacuum(retentionHours=0, enforceRetentionDuration=False, dryRun=True)
     return out

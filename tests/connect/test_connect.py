@@ -64,6 +64,10 @@ def compare(classic: dict, remote: dict, classic_base: str, remote_base: str) ->
         assert r["message"].replace(remote_base, "<base>") == c["message"].replace(classic_base, "<base>")
         assert r["fields"] == c["fields"]
     assert remote["errors"]["sql"]["class"] == classic["errors"]["sql"]["class"] == "AnalysisException"
+    # Cancelled by tag (interruptTag through Connect, lance_ops.cancel on classic).
+    for side, base in ((classic, classic_base), (remote, remote_base)):
+        check_cancelled(side["cancel"], os.path.join(base, "cancel", "c.lance"))
+    assert remote["cancel"]["error"] == classic["cancel"]["error"]
     # pylance reads both tables the same (vacuum kept the latest version only).
     cp, rp = os.path.join(classic_base, "t.lance"), os.path.join(remote_base, "t.lance")
     cds, rds = lance.dataset(cp), lance.dataset(rp)
@@ -76,6 +80,22 @@ def compare(classic: dict, remote: dict, classic_base: str, remote_base: str) ->
     assert final.num_rows == remote["count"]
     assert sorted([list(r.values()) for r in final.to_pylist()], key=repr) == \
         sorted([[v if v is None or isinstance(v, (int, float)) else str(v) for v in r] for r in remote["final"]], key=repr)
+
+
+def check_cancelled(c: dict, path: str) -> None:
+    """The cancelled addColumns raised a clear error, committed nothing, lost
+    nothing; the files it had written are listed by a vacuum dry run and
+    referenced by no version."""
+    assert c["started"] and c["returned"] and c["secondsToCancel"] < 60, c
+    assert c["error"] is not None and c["error"]["class"] == "OperationCancelledError", c["error"]
+    assert c["error"]["module"] == "lance_ops.errors" and c["error"]["operation"] == "addColumns"
+    assert "was cancelled" in c["error"]["message"] and "nothing was committed" in c["error"]["message"]
+    ds = lance.dataset(path)
+    assert c["version"] == ds.version == 1 and c["rowsKept"]
+    assert ds.schema.names == ["id", "x"] and ds.count_rows() == 100
+    referenced = {f"data/{df.path}" for frag in ds.get_fragments() for df in frag.data_files()}
+    assert c["orphans"] and all(o.startswith("data/") and o not in referenced for o in c["orphans"]), c["orphans"]
+    assert all(os.path.exists(os.path.join(path, o)) for o in c["orphans"])
 
 
 @pytest.fixture(scope="module")

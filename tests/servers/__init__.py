@@ -239,21 +239,27 @@ class ConnectServer:
     """A Spark Connect server on 127.0.0.1 (``local[2]``), started with
     pyspark's own ``sbin/start-connect-server.sh`` and stopped by the PID its
     daemon script records. Its Python workers run ``python`` (the project's
-    interpreter by default: lance_ops "installed on the workers")."""
+    interpreter by default: lance_ops "installed on the workers"). ``conf``
+    overrides / adds Spark confs (the benchmarks give it their driver memory),
+    ``env`` adds environment variables for the server and its workers.
+    Shared by tests/connect and benchmarks/bench_connect.py."""
 
-    def __init__(self, workdir: str, python: str | None = None, master: str = "local[2]"):
+    def __init__(self, workdir: str, python: str | None = None, master: str = "local[2]",
+                 conf: dict | None = None, env: dict | None = None):
         import pyspark
 
         self.workdir = workdir
         self.python = python or sys.executable
         self.master = master
+        self.conf = dict(conf or {})
+        self.extra_env = dict(env or {})
         self.spark_home = os.path.dirname(pyspark.__file__)
         self.pid: int | None = None
 
     def _env(self) -> dict:
         return dict(os.environ, SPARK_HOME=self.spark_home, SPARK_LOCAL_IP="127.0.0.1",
                     SPARK_LOG_DIR=self.workdir, SPARK_PID_DIR=self.workdir, SPARK_IDENT_STRING="lance_ops-tests",
-                    PYSPARK_PYTHON=self.python, PYSPARK_DRIVER_PYTHON=self.python)
+                    PYSPARK_PYTHON=self.python, PYSPARK_DRIVER_PYTHON=self.python, **self.extra_env)
 
     def start(self) -> "ConnectServer":
         self.port = free_port()
@@ -265,6 +271,7 @@ class ConnectServer:
             "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
             "spark.sql.python.filterPushdown.enabled": "true", "spark.sql.session.timeZone": "UTC",
             "spark.driver.memory": "1g", "spark.python.worker.reuse": "true",
+            **self.conf,
         }
         args = ["bash", os.path.join(self.spark_home, "sbin", "start-connect-server.sh"), "--master", self.master]
         for k, v in conf.items():

@@ -1,5 +1,5 @@
 """One module reaches into the JVM: lance_ops/spark/jvm.py. Nothing else in
-the package, the jobs or the DAGs may name ``sparkContext``, ``_jdf``,
+the package, the jobs, the DAGs, the SQL scripts or the benchmarks may name ``sparkContext``, ``_jdf``,
 ``_jvm``, ``_jc`` or RDDs -- they do not exist under Spark Connect."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ FORBIDDEN = {"sparkContext", "_jdf", "_jvm", "_jc", "_jsc", "_sc", "rdd", "paral
 
 
 def _python_files():
-    for top in ("lance_ops", "jobs", "airflow_dags", "sql"):
+    for top in ("lance_ops", "jobs", "airflow_dags", "sql", "benchmarks"):
         for d, _, files in os.walk(os.path.join(ROOT, top)):
             for f in files:
                 if f.endswith(".py"):

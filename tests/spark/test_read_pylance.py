@@ -114,15 +114,23 @@ def test_filter_pushdown_matches_spark(spark, tmp_path):
         assert got == expected, cond
 
 
+def _partitions(df) -> int:
+    """Scan partitions (all non-empty here) without the RDD API, which Spark
+    Connect lacks."""
+    from pyspark.sql import functions as F
+
+    return df.select(F.spark_partition_id().alias("p")).distinct().count()
+
+
 def test_partitioning(spark, tmp_path):
     p = str(tmp_path / "t.lance")
     lance.write_dataset(base_table(1000), p, max_rows_per_file=100)
     reader = spark.read.format("lance")
-    assert reader.option("rowsPerPartition", 0).load(p).rdd.getNumPartitions() == 10  # one per fragment
-    assert reader.option("rowsPerPartition", 300).load(p).rdd.getNumPartitions() == 4  # small ones grouped
+    assert _partitions(reader.option("rowsPerPartition", 0).load(p)) == 10  # one per fragment
+    assert _partitions(reader.option("rowsPerPartition", 300).load(p)) == 4  # small ones grouped
     lance.write_dataset(base_table(1000, start=1000), p, mode="append", max_rows_per_file=1000)
     split = spark.read.format("lance").option("rowsPerPartition", 250).load(p)
-    assert split.rdd.getNumPartitions() == 4 + 4  # 10 small ones in 4 groups; the large one in 4 row ranges
+    assert _partitions(split) == 4 + 4  # 10 small ones in 4 groups; the large one in 4 row ranges
     assert split.count() == 2000 and split.select("id").distinct().count() == 2000
 
 
@@ -147,6 +155,19 @@ def test_time_duration_null_and_nanosecond_types(spark, tmp_path):
     assert [f.dataType.simpleString() for f in df.schema.fields] == [
         "time(6)", "time(6)", "interval day to second", "void", "timestamp", "decimal(20,2)",
     ]
+    from lance_ops.spark import jvm
+
+    if jvm.is_connect(spark):
+        # Spark 4.3's Connect server cannot send TIME values to a client (its
+        # Arrow result path rejects the type); the table itself reads fine.
+        with pytest.raises(Exception, match="UNSUPPORTED_TIME_TYPE"):
+            df.collect()
+        assert df.where("t32 IS NOT NULL").count() == 2
+        rows = df.drop("t64", "t32").collect()
+        assert rows[0]["dur"] == dt.timedelta(microseconds=5) and rows[1]["dur"] is None
+        assert rows[0]["nul"] is None and rows[0]["d256"] == decimal.Decimal("1.25")
+        assert rows[1]["tsn"] == dt.datetime(1970, 1, 1, 0, 0, 0, 2000)
+        return
     rows = df.collect()
     assert rows[0]["t64"] == dt.time(0, 0, 1) and rows[1]["t32"] == dt.time(0, 0, 0, 2000)
     assert rows[0]["dur"] == dt.timedelta(microseconds=5) and rows[1]["dur"] is None
