@@ -162,18 +162,21 @@ def zone_may_match(zone: Zone, c: Conjunct, is_float: bool) -> bool:
         return True
 
 
+def _key_zone(key, is_float: bool) -> Zone:
+    """A BITMAP key judged as a one-value zone (NULL key: all null; NaN: all NaN)."""
+    if key is None:
+        return Zone(0, 0, 0, None, None, 1, 0)
+    if is_float and _isnan(key):
+        return Zone(0, 0, 0, None, None, 0, 1)
+    return Zone(0, 0, 0, key, key, 0, 0)
+
+
 def bitmap_fragments(index: BitmapIndex, c: Conjunct, is_float: bool) -> set[int] | None:
     """Fragments holding a row whose key may satisfy ``c`` (None: cannot
     tell). Keys are exact values, so each is judged as a one-value zone."""
     out: set[int] = set()
     for key, m in zip(index.keys, index.maps):
-        if key is None:
-            z = Zone(0, 0, 0, None, None, 1, 0)
-        elif is_float and _isnan(key):
-            z = Zone(0, 0, 0, None, None, 0, 1)
-        else:
-            z = Zone(0, 0, 0, key, key, 0, 0)
-        if zone_may_match(z, c, is_float):
+        if zone_may_match(_key_zone(key, is_float), c, is_float):
             out.update(m.keys())
     return out
 
@@ -242,13 +245,7 @@ def bitmap_row_ids(index: BitmapIndex, c: Conjunct, is_float: bool):
 
     parts = []
     for key, m in zip(index.keys, index.maps):
-        if key is None:
-            z = Zone(0, 0, 0, None, None, 1, 0)
-        elif is_float and _isnan(key):
-            z = Zone(0, 0, 0, None, None, 0, 1)
-        else:
-            z = Zone(0, 0, 0, key, key, 0, 0)
-        if not zone_may_match(z, c, is_float):
+        if not zone_may_match(_key_zone(key, is_float), c, is_float):
             continue
         for hi, lows in m.items():
             if lows is None:

@@ -33,6 +33,7 @@ from ..spark.frames import (
     rows_per_partition,
     scan_frame,
 )
+from ..spark.journal import journaled
 from ..spark.rowchanges import ACTION, DELETE
 from ..txn.log import Snapshot
 from ..txn.operations import Delete
@@ -68,7 +69,9 @@ def delete(spark, snapshot: Snapshot, condition):
             try:
                 ctx = change_context(spark, snap, assigned=[])
                 groups = fragment_tasks(snap, analyzed, rows_per_partition(spark, snap.num_rows()))
-                changes = run_arrow_changes(spark, groups, arrow_update_task(ctx, analyzed))
+                with journaled(snap.store) as token:
+                    ctx.journal = token  # (set before the task closure pickles ctx)
+                    changes = run_arrow_changes(spark, groups, arrow_update_task(ctx, analyzed))
                 log_evaluation("delete", snap, "arrow")
                 return _staged(snap, changes, predicate, scanned_metrics(snap, groups), "arrow")
             except ArrowEvalFallback as e:
@@ -82,12 +85,10 @@ def delete(spark, snapshot: Snapshot, condition):
             # no row crosses into the JVM.
             ctx = change_context(spark, snap, assigned=[])
             groups = fragment_tasks(snap, arrow, rows_per_partition(spark, snap.num_rows()))
-            changes = run_arrow_changes(spark, groups, arrow_delete_task(ctx, arrow))
-            scanned_rows = sum(e - s for rs in arrow.ranges.values() for s, e in rs)
-            scanned = {"numFragmentsScanned": sum(1 for g in groups for _ in g),
-                       "numFragmentsSkipped": len(snap.fragments) - sum(1 for g in groups for _ in g),
-                       "numRowsScanned": scanned_rows}
-            return _staged(snap, changes, predicate, scanned, "arrow")
+            with journaled(snap.store) as token:  # (a failing task: no file of the others stays)
+                ctx.journal = token
+                changes = run_arrow_changes(spark, groups, arrow_delete_task(ctx, arrow))
+            return _staged(snap, changes, predicate, scanned_metrics(snap, groups), "arrow")
         with SkipReport(snap) as report:
             frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False, skip_report=report.path)
             requests = frame.where(as_column(condition)).select(ROW_ADDR, F.lit(DELETE).alias(ACTION))

@@ -424,8 +424,10 @@ def _arrow_rewrite(spark, snap: Snapshot, ctx: ColumnFileContext, arrow, assigne
     ctx.transform = arrow_rewrite_transform(arrow, target, CHANGED)
     kept = [f for f in snap.fragments if arrow.ranges.get(f.id)]  # (data skipping: whole fragments only)
     groups = fragment_groups(kept, rows_per_partition(spark, snap.num_rows()))
-    task = function_column_files(ctx, arrow_in.names, data, arrow.metadata, arrow_in, snap.stable_row_ids)
-    return parse_results(run_pair_tasks(spark, groups, task))
+    with journaled(ctx.store) as token:
+        ctx.journal = token
+        task = function_column_files(ctx, arrow_in.names, data, arrow.metadata, arrow_in, snap.stable_row_ids)
+        return parse_results(run_pair_tasks(spark, groups, task))
 
 
 def _rewrite_scan_metrics(snap: Snapshot, scanned: dict | None, frag_ids) -> dict:

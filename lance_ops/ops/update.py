@@ -34,6 +34,7 @@ from ..spark.frames import (
     scan_frame,
     table_spark_schema,
 )
+from ..spark.journal import journaled
 from ..spark.rowchanges import ACTION, UPDATE
 from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_ROWS, Update
@@ -122,9 +123,8 @@ def _arrow_changes(spark, snap: Snapshot, arrow, assignments: dict):
     write the changes (``arrowtasks.arrow_update_task``)."""
     ctx = change_context(spark, snap, assigned=list(assignments))
     groups = fragment_tasks(snap, arrow, rows_per_partition(spark, snap.num_rows()))
-    # (No journal: on an ANSI error row the tasks that finished leave their
-    # files to vacuum, as any unexpected task failure does.)
-    with executor_errors():
+    with journaled(snap.store) as token, executor_errors():
+        ctx.journal = token  # (set before the task closure pickles ctx)
         changes = run_arrow_changes(spark, groups, arrow_update_task(ctx, arrow))
     return changes, scanned_metrics(snap, groups)
 

@@ -140,20 +140,13 @@ def arrow_delete_task(ctx: ChangeContext, cond: ArrowCondition):
         expr = compile_expr(cond.tree, arrow_in)
         schemas = _Schemas(ctx)
         out = []
-        from .types import to_spark_batch
-
         for raw, ranges in group:
             frag = table_pb2.DataFragment.FromString(raw)
             hits = []
-            for start, end in ranges:
-                scan = FragmentScan(frag, cond.columns, cond.metadata, start, end, stable_row_ids=ctx.stable_row_ids)
-                for batch in scan_fragment(ctx.store, ctx.schema, scan):
-                    if not batch.num_rows:
-                        continue
-                    batch = to_spark_batch(batch.select(arrow_in.names), arrow_in)
-                    hit = evaluate(expr, batch).column(ROW_ADDR)
-                    if len(hit):
-                        hits.append(hit.combine_chunks())
+            for batch in _spark_batches(ctx, frag, ranges, cond.columns, cond.metadata, arrow_in):
+                hit = evaluate(expr, batch).column(ROW_ADDR)
+                if len(hit):
+                    hits.append(hit.combine_chunks())
             if not hits:
                 continue
             addr = pa.concat_arrays(hits)
@@ -165,6 +158,29 @@ def arrow_delete_task(ctx: ChangeContext, cond: ArrowCondition):
         return out
 
     return run
+
+
+def _spark_batches(ctx, frag, ranges, columns, metadata, arrow_in: pa.Schema):
+    """The non-empty batches of ``columns`` (+ ``metadata``) over a fragment's
+    row ``ranges``, as Spark types (``arrow_in``): what every Arrow task reads."""
+    from .types import to_spark_batch
+
+    for start, end in ranges:
+        scan = FragmentScan(frag, columns, metadata, start, end, stable_row_ids=ctx.stable_row_ids)
+        for batch in scan_fragment(ctx.store, ctx.schema, scan):
+            if batch.num_rows:
+                yield to_spark_batch(batch.select(arrow_in.names), arrow_in)
+
+
+def raise_on_error_rows(err, what: str) -> None:
+    """A row where Spark would raise (ANSI): the operation reruns on Spark,
+    which raises its own error class."""
+    from ..arrow_eval.vector import ERRORS
+    from ..errors import ArrowEvalFallback
+
+    if err.any():
+        code = int(err[err != 0][0])
+        raise ArrowEvalFallback(f"{what}: a row raises {ERRORS[code]} in ANSI mode")
 
 
 def scanned_metrics(snap, groups) -> dict:
@@ -235,6 +251,24 @@ _PRUNE_TYPES = ("byte", "short", "integer", "long", "string", "date")
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
 
 
+_INTEGRAL = ("byte", "short", "integer", "long")
+_NOT_A_LITERAL = object()
+
+
+def _literal(node, want: str):
+    """The value of ``node`` if it is a literal of type ``want`` -- or an
+    integral literal widened to ``want`` (the analyzer's ``CAST(3 AS BIGINT)``
+    for ``long_col = 3``: the value is unchanged) -- else ``_NOT_A_LITERAL``."""
+    if node.kind == "cast" and node.type == want and want in _INTEGRAL:
+        inner = node.args[0]
+        if inner.kind == "lit" and inner.type in _INTEGRAL \
+                and _INTEGRAL.index(inner.type) <= _INTEGRAL.index(want):
+            return inner.value
+    if node.kind == "lit" and node.type == want:
+        return node.value
+    return _NOT_A_LITERAL
+
+
 def pruning_conjuncts(tree) -> list:
     """Top-level ``column op literal`` conjuncts of a condition tree, for data
     skipping (the ones Spark would push to the scan)."""
@@ -248,11 +282,18 @@ def pruning_conjuncts(tree) -> list:
     if tree.kind == "cmp" and tree.value in _FLIP:
         a, b = tree.args
         op = tree.value
-        if b.kind == "attr" and a.kind == "lit":
+        if b.kind == "attr" and a.kind != "attr":
             a, b, op = b, a, _FLIP[op]
-        if a.kind == "attr" and b.kind == "lit" and b.value is not None and a.type in _PRUNE_TYPES \
-                and a.type == b.type:
-            out.append(Conjunct(a.value, op, b.value))
+        if a.kind == "attr" and a.type in _PRUNE_TYPES:
+            v = _literal(b, a.type)
+            if v is not _NOT_A_LITERAL and v is not None:
+                out.append(Conjunct(a.value, op, v))
+    elif tree.kind == "in" and tree.args[0].kind == "attr" and tree.args[0].type in _PRUNE_TYPES:
+        values = [_literal(v, tree.args[0].type) for v in tree.args[1:]]
+        if all(v is not _NOT_A_LITERAL for v in values):
+            values = [v for v in values if v is not None]  # (NULL never matches)
+            if values:
+                out.append(Conjunct(tree.args[0].value, "in", values))
     elif tree.kind == "isnull" and tree.args[0].kind == "attr":
         out.append(Conjunct(tree.args[0].value, "notnull" if tree.value else "isnull"))
     return out
@@ -266,17 +307,11 @@ def arrow_update_task(ctx: ChangeContext, av: ArrowValues):
     path's tasks end in (same deletion vectors, moved rows keep their row ids
     and created-at versions). An ANSI error row raises
     :class:`ArrowEvalFallback`."""
-    from ..arrow_eval.vector import ERRORS, evaluate
-    from ..errors import ArrowEvalFallback
+    from ..arrow_eval.vector import evaluate
     from .rowchanges import UPDATE, _ChangeWriter
 
     action = UPDATE if av.values else DELETE
-    from .types import to_spark_batch
-
-    def check(err, what):
-        if err.any():
-            code = int(err[err != 0][0])
-            raise ArrowEvalFallback(f"{what}: a row raises {ERRORS[code]} in ANSI mode")
+    check = raise_on_error_rows
 
     def run(group) -> list[tuple[str, bytes]]:
         arrow_in = spark_arrow_schema(spark_schema(ctx.schema, av.columns, av.metadata))
@@ -286,12 +321,7 @@ def arrow_update_task(ctx: ChangeContext, av: ArrowValues):
         try:
             for raw, ranges in group:
                 frag = table_pb2.DataFragment.FromString(raw)
-                parts = []
-                for start, end in ranges:
-                    scan = FragmentScan(frag, av.columns, av.metadata, start, end, stable_row_ids=ctx.stable_row_ids)
-                    for batch in scan_fragment(ctx.store, ctx.schema, scan):
-                        if batch.num_rows:
-                            parts.append(to_spark_batch(batch.select(arrow_in.names), arrow_in))
+                parts = list(_spark_batches(ctx, frag, ranges, av.columns, av.metadata, arrow_in))
                 if not parts:
                     continue
                 rows = pa.Table.from_batches(parts, schema=arrow_in)
@@ -326,16 +356,13 @@ def arrow_column_transform(av: ArrowValues, target: pa.Schema):
     raises :class:`ArrowEvalFallback`."""
 
     def apply(batch: pa.RecordBatch) -> pa.RecordBatch:
-        from ..arrow_eval.vector import ERRORS, evaluate
-        from ..errors import ArrowEvalFallback
+        from ..arrow_eval.vector import evaluate
 
         table = pa.Table.from_batches([batch])
         cols = []
         for f in target:
             v, err = evaluate(av.values[f.name], table)
-            if err.any():
-                code = int(err[err != 0][0])
-                raise ArrowEvalFallback(f"column {f.name}: a row raises {ERRORS[code]} in ANSI mode")
+            raise_on_error_rows(err, f"column {f.name}")
             cols.append(v if v.type == f.type else v.cast(f.type))
         return pa.RecordBatch.from_arrays(cols, schema=target)
 

@@ -7,9 +7,11 @@ files and returned their metadata to a job whose result nobody collects: the
 driver never learns their names. Writes that expect such failures run inside
 :func:`journaled`: each task that finishes records the files it wrote under
 ``_staging/journal/<token>/`` before returning, and if the job fails the
-driver deletes every recorded file (and the journal). Used only by writes
-that enforce constraints -- an unexpected failure elsewhere leaves orphans
-that ``vacuum`` removes, as before.
+driver deletes every recorded file (and the journal). Used by writes that
+enforce constraints and by the Arrow-evaluated DML tasks (a damaged file or
+an ANSI error row met by one task must not leave the finished tasks' files
+behind); elsewhere an unexpected failure leaves orphans that ``vacuum``
+removes.
 """
 from __future__ import annotations
 
@@ -62,8 +64,11 @@ def journaled(store, enabled: bool = True):
                 for p in json.loads(store.read_bytes(rel)):
                     store.delete(p)
                 store.delete(rel)
+            # (CLOSED stays until tasks still running have seen it: vacuum
+            # removes _staging leftovers)
         except Exception as e:  # cleanup must not hide the real error
             log.warning("could not remove the files of a failed write (journal %s): %s", token, e)
         raise
     for rel in _entries(store, token):
         store.delete(rel)
+    store.remove_empty_dirs(f"{JOURNAL_DIR}/{token}")

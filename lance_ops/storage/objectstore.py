@@ -381,6 +381,20 @@ class ObjectStore:
         if self.is_local:
             os.makedirs(self.path(rel), exist_ok=True)
 
+    def remove_empty_dirs(self, rel: str) -> None:
+        """Remove directory ``rel`` and then its parents up to (not including)
+        the root while they are empty. Local file systems only: object stores
+        have no directories to leave behind."""
+        if not self.is_local:
+            return
+        parts = rel.strip("/").split("/")
+        while parts:
+            try:
+                os.rmdir(self.path("/".join(parts)))
+            except OSError:  # not empty (or gone): stop
+                return
+            parts.pop()
+
     # ---------------------------------------------------- codec data staging
     def codec_staging(self) -> "CodecStaging":
         return CodecStaging(self)

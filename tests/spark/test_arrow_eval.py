@@ -564,3 +564,28 @@ def test_rewrite_columns_both_paths(spark, tmp_path, cond, exprs):
     assert info_s.metrics["evaluation"] == "spark"
     assert info_a.metrics["numUpdatedRows"] == info_s.metrics["numUpdatedRows"] > 0
     assert _full_rows(a_path) == _full_rows(s_path)
+
+
+def test_analyzed_conditions_feed_data_skipping(spark, edge_table):
+    """The Arrow DML paths prune with the conjuncts of the analyzed condition;
+    the analyzer writes ``long_col = 3`` as ``long_col = CAST(3 AS BIGINT)``,
+    which must still reach the skip planner (and an IN list likewise), while a
+    narrowing cast or a non-literal side must not."""
+    from lance_ops.format.pruning import Conjunct
+    from lance_ops.ops.dml import analysis_frame
+    from lance_ops.spark.arrowtasks import arrow_values, pruning_conjuncts
+
+    snap = Table(edge_table[0]).snapshot
+    long_col = next(n for n, (_, st, _) in COLUMNS.items() if isinstance(st, T.LongType))
+    int_col = next(n for n, (_, st, _) in COLUMNS.items() if isinstance(st, T.IntegerType))
+
+    def conjuncts(cond):
+        av = arrow_values(spark, snap, analysis_frame(spark, snap).select(F.expr(cond)), True, [])
+        assert av is not None, cond
+        return pruning_conjuncts(av.condition)
+
+    assert conjuncts(f"{long_col} = 3") == [Conjunct(long_col, "=", 3)]
+    assert conjuncts(f"3 < {long_col} AND {long_col} IN (5, NULL, 7)") == [
+        Conjunct(long_col, ">", 3), Conjunct(long_col, "in", [5, 7])]
+    assert conjuncts(f"{int_col} = 3000000000") == []  # (compared as bigint: not a column literal)
+    assert conjuncts(f"{long_col} = {int_col}") == []
