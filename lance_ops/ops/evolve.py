@@ -68,7 +68,7 @@ from ..txn.pipeline import StagedCommit
 from .columns import schema_with_new_fields
 from .common import guarded
 from .dml import analysis_frame, fragments_matching, has_index_on
-from .update import assignment_columns, check_assignments
+from .update import analyzed_assignments, assignment_columns, check_assignments
 
 FRAGMENT_KEY = "_fragment"
 log = logging.getLogger("lance_ops")
@@ -356,12 +356,7 @@ def rewrite_columns(spark, snapshot: Snapshot, exprs: dict, condition):
             fragments={f.id: f.SerializeToString() for f in snap.fragments},
             fill="old", has_changed_flag=condition is not None, checks=specs,
         )
-        arrow = None
-        if not specs:  # (CHECK constraints are Spark SQL: the Spark path enforces them)
-            cols = ([as_column(condition).alias("__condition")] if condition is not None else []) \
-                + assignment_columns(snap, exprs)
-            arrow = arrow_values(spark, snap, analysis_frame(spark, snap).select(*cols), condition is not None,
-                                 list(exprs))
+        arrow = analyzed_assignments(spark, snap, condition, exprs, specs)
         if arrow is not None:
             try:
                 results = _arrow_rewrite(spark, snap, ctx, arrow, list(exprs))

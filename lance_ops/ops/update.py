@@ -63,6 +63,18 @@ def assignment_columns(snapshot: Snapshot, assignments: dict) -> list:
     return [as_column(v).cast(types[c]).alias(c) for c, v in assignments.items()]
 
 
+def analyzed_assignments(spark, snap: Snapshot, condition, assignments: dict, specs):
+    """The Arrow path's view of ``[condition,] new values`` (update,
+    rewriteColumns), or None: Spark evaluates. Tables with CHECK constraints
+    (Spark SQL too) always take the Spark path, which enforces them."""
+    if specs:
+        return None
+    cols = ([as_column(condition).alias("__condition")] if condition is not None else []) \
+        + assignment_columns(snap, assignments)
+    return arrow_values(spark, snap, analysis_frame(spark, snap).select(*cols), condition is not None,
+                        list(assignments))
+
+
 def update(spark, snapshot: Snapshot, condition, assignments: dict):
     """``prepare(snapshot) -> StagedCommit`` of an update; bad SQL raises
     Spark's own error here, before any work."""
@@ -77,12 +89,7 @@ def update(spark, snapshot: Snapshot, condition, assignments: dict):
 
     def prepare(snap: Snapshot) -> StagedCommit:
         specs = specs_for(snap)
-        arrow = None
-        if not specs:  # (CHECK constraints are Spark SQL too: the Spark path enforces them)
-            cols = ([as_column(condition).alias("__condition")] if condition is not None else []) \
-                + assignment_columns(snap, assignments)
-            arrow = arrow_values(spark, snap, analysis_frame(spark, snap).select(*cols), condition is not None,
-                                 list(assignments))
+        arrow = analyzed_assignments(spark, snap, condition, assignments, specs)
         if arrow is not None:
             try:
                 changes, scanned = _arrow_changes(spark, snap, arrow, assignments)

@@ -113,20 +113,13 @@ def arrow_condition(spark, snap, condition, columns: list[str], metadata: list[s
 
 
 def fragment_tasks(snap, cond: ArrowCondition, rows_per_task: int) -> list[list[tuple[bytes, list]]]:
-    """Groups of (fragment bytes, row ranges) of about ``rows_per_task`` rows."""
-    groups, current, rows = [], [], 0
-    for frag in snap.fragments:
-        rs = cond.ranges.get(frag.id)
-        if not rs or not frag.physical_rows:
-            continue
-        current.append((frag.SerializeToString(), rs))
-        rows += sum(e - s for s, e in rs)
-        if rows >= rows_per_task:
-            groups.append(current)
-            current, rows = [], 0
-    if current:
-        groups.append(current)
-    return groups
+    """Groups of (fragment bytes, row ranges) of about ``rows_per_task`` rows
+    (fragments data skipping rules out are left out)."""
+    from .frames import group_by_rows
+
+    kept = [(f.SerializeToString(), cond.ranges[f.id]) for f in snap.fragments
+            if cond.ranges.get(f.id) and f.physical_rows]
+    return group_by_rows(kept, lambda item: sum(e - s for s, e in item[1]), rows_per_task)
 
 
 def arrow_delete_task(ctx: ChangeContext, cond: ArrowCondition):

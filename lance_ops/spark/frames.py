@@ -41,22 +41,29 @@ def rows_per_partition(spark, live_rows: int) -> int:
     return int(min(max(per, 64 * 1024), 4 * DEFAULT_ROWS_PER_PARTITION))
 
 
-def fragment_groups(fragments, rows_per_group: int) -> list[list[bytes]]:
-    """Every fragment, serialized, in order, in groups of about
-    ``rows_per_group`` physical rows: the inputs of executor tasks that work on
-    whole fragments outside a scan."""
-    groups: list[list[bytes]] = []
-    current: list[bytes] = []
+def group_by_rows(items, rows_of, rows_per_group: int) -> list[list]:
+    """``items`` in order, in groups of about ``rows_per_group`` rows
+    (``rows_of(item)`` each): the inputs of executor tasks."""
+    groups: list[list] = []
+    current: list = []
     rows = 0
-    for frag in fragments:
-        current.append(frag.SerializeToString())
-        rows += frag.physical_rows
+    for item in items:
+        current.append(item)
+        rows += rows_of(item)
         if rows >= rows_per_group:
             groups.append(current)
             current, rows = [], 0
     if current:
         groups.append(current)
     return groups
+
+
+def fragment_groups(fragments, rows_per_group: int) -> list[list[bytes]]:
+    """Every fragment, serialized, in order, in groups of about
+    ``rows_per_group`` physical rows: the inputs of executor tasks that work on
+    whole fragments outside a scan."""
+    return [[f.SerializeToString() for f in g]
+            for g in group_by_rows(fragments, lambda f: f.physical_rows, rows_per_group)]
 
 
 def as_column(e) -> Column:
