@@ -202,7 +202,6 @@ class ArrowValues:
     metadata: list[str]
     ranges: dict[int, list[tuple[int, int]]]
     skipped: list[int]
-    may_raise: bool
 
 
 def arrow_values(spark, snap, projected, has_condition: bool, names: list[str]) -> ArrowValues | None:
@@ -232,12 +231,7 @@ def arrow_values(spark, snap, projected, has_condition: bool, names: list[str]) 
         return None
     sp = skip_plan(snap, pruning_conjuncts(cond)) if cond is not None else None
     ranges = sp.ranges if sp is not None else {f.id: [(0, f.physical_rows)] for f in snap.fragments}
-    return ArrowValues(cond, values, data, meta, ranges, list(sp.skipped) if sp else [],
-                       any(_has_ansi(t) for t in trees))
-
-
-def _has_ansi(t) -> bool:
-    return t.ansi or any(_has_ansi(a) for a in t.args)
+    return ArrowValues(cond, values, data, meta, ranges, list(sp.skipped) if sp else [])
 
 
 _PRUNE_TYPES = ("byte", "short", "integer", "long", "string", "date")
