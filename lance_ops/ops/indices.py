@@ -1,4 +1,4 @@
-"""Scalar indices: ``createIndex`` (ZONEMAP, BLOOMFILTER), ``dropIndex``, ``listIndices``,
+"""Scalar indices: ``createIndex`` (ZONEMAP, BLOOMFILTER, BITMAP), ``dropIndex``, ``listIndices``,
 ``optimize().executeIndexUpdate()``.
 
 A zone map is computed per fragment in executors (a ``mapInArrow`` over the
@@ -15,6 +15,12 @@ is built are inside the stats (pylance leaves them out): bounds stay bounds,
 just a little wider, and counts are upper bounds -- pruning only needs that.
 Float min/max follow pylance's total order (max NaN when the zone holds a
 NaN, -0.0 below +0.0) so pylance's own search over our files is right.
+
+A BITMAP (one roaring bitmap of row ids or addresses per distinct value,
+:mod:`lance_ops.format.bitmap_build`) is O(rows), so it never passes through
+the driver: executor tasks make partial bitmaps per fragment, ONE executor
+task merges them and writes ``bitmap_page_lookup.lance`` (bit for bit
+pylance 14's), and only its size comes back.
 """
 from __future__ import annotations
 
@@ -27,10 +33,13 @@ import pyarrow.compute as pc
 from google.protobuf import any_pb2
 from pyroaring import BitMap
 
-from ..errors import InvalidArgumentError, UnsupportedFeatureError
+from ..errors import InvalidArgumentError
 from ..format import bloom
+from ..format.bitmap_build import BITMAP_FILE
 from ..format.proto import table_pb2
+from ..format.pruning import prunable_type
 from ..format.zones import (
+    BITMAP,
     BLOOMFILTER,
     BLOOMFILTER_FILE,
     TYPE_NAMES,
@@ -311,6 +320,73 @@ def written_index(snap: Snapshot, column: str, name: str, fragments, zones: pa.T
     return meta
 
 
+#: BitmapIndexDetails as pylance 14 writes it (no fields).
+BITMAP_DETAILS = any_pb2.Any(type_url="/lance.table.BitmapIndexDetails", value=b"")
+
+
+def new_bitmap_index(spark, snap: Snapshot, column: str, name: str, fragments):
+    """Build a BITMAP on ``column`` over ``fragments`` (executors write its
+    file); its IndexMetadata, covering ``fragments``."""
+    uid = uuid_mod.uuid4()
+    size = build_bitmap_file(spark, snap, column, list(fragments), f"_indices/{uid}")
+    meta = table_pb2.IndexMetadata(
+        name=name, fields=[snap.schema.field(column).id], dataset_version=snap.version,
+        fragment_bitmap=BitMap(f.id for f in fragments).serialize(), index_version=0,
+        created_at=int(time.time() * 1000),
+    )
+    meta.uuid.uuid = uid.bytes
+    meta.index_details.CopyFrom(BITMAP_DETAILS)
+    meta.files.append(table_pb2.IndexFile(path=BITMAP_FILE, size_bytes=size))
+    return meta
+
+
+def build_bitmap_file(spark, snap: Snapshot, column: str, fragments, directory: str) -> int:
+    """``directory``/bitmap_page_lookup.lance for ``column`` over the live
+    rows of ``fragments``, in ONE Spark job: per-fragment partial bitmaps in
+    parallel tasks, then one task merges and writes; returns the file size."""
+    from ..format.bitmap_build import bitmap_file_table, empty_partial, partial_bitmaps
+    from ..format.scan import ROW_ADDR, ROW_ID, FragmentScan, scan_fragment
+    from ..spark.frames import total_cores
+
+    store, schema = snap.store, snap.schema
+    key_type = schema.field(column).arrow_type()
+    stable = snap.stable_row_ids
+    meta = ROW_ID if stable else ROW_ADDR
+    frags = [f for f in fragments if f.physical_rows]
+    if not frags:  # nothing to read: the (empty) file is written here
+        return write_zonemap(store, directory, bitmap_file_table([], key_type), BITMAP_FILE)
+
+    @executor_task
+    def partials(batches):
+        for b in batches:
+            out = []
+            for raw in b.column(0).to_pylist():
+                frag = table_pb2.DataFragment.FromString(raw)
+                scan = FragmentScan(frag, [column], [meta], stable_row_ids=stable)
+                parts = [partial_bitmaps(rb.column(column), rb.column(meta).to_numpy())
+                         for rb in scan_fragment(store, schema, scan)]
+                t = pa.concat_tables(parts) if parts else empty_partial(key_type)
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, t.schema) as w:
+                    w.write_table(t)
+                out.append(sink.getvalue().to_pybytes())
+            yield pa.RecordBatch.from_pydict({"part": pa.array(out, pa.binary())})
+
+    @executor_task
+    def merge_and_write(batches):
+        parts = [pa.ipc.open_stream(raw).read_all() for b in batches for raw in b.column(0).to_pylist()]
+        table = bitmap_file_table(parts, key_type)
+        size = write_zonemap(store, directory, table, BITMAP_FILE)
+        yield pa.RecordBatch.from_pydict({"size": [size], "keys": [table.num_rows]})
+
+    blobs = spark.createDataFrame([(f.SerializeToString(),) for f in frags], "fragment binary")
+    blobs = blobs.repartition(max(1, min(len(frags), total_cores(spark) * 2)))
+    with executor_errors():
+        rows = (blobs.mapInArrow(partials, "part binary").repartition(1)
+                .mapInArrow(merge_and_write, "size long, keys long").collect())
+    return int(sum(r[0] for r in rows))
+
+
 def create_index(spark, snapshot: Snapshot, column, index_type: str, name: str | None):
     """``column``: a name, or a list of names -- one index each (``<col>_idx``),
     all computed in ONE Spark job (one scan of the columns) and committed in
@@ -318,11 +394,6 @@ def create_index(spark, snapshot: Snapshot, column, index_type: str, name: str |
     kind = str(index_type).upper()
     if kind not in INDEX_TYPES:
         raise InvalidArgumentError(f"unknown index type {index_type!r}; one of {INDEX_TYPES}")
-    if kind == "BITMAP":
-        raise UnsupportedFeatureError(
-            "lance_ops builds ZONEMAP and BLOOMFILTER indices (so far); BITMAP indices that pylance builds are "
-            "read and used for skipping"
-        )
     columns = [column] if isinstance(column, str) else list(column)
     if not columns or len(set(columns)) != len(columns):
         raise InvalidArgumentError(f"createIndex needs one column or a list of distinct columns, got {column!r}")
@@ -336,6 +407,11 @@ def create_index(spark, snapshot: Snapshot, column, index_type: str, name: str |
                 f"a BLOOMFILTER cannot index column {c!r} of type {snapshot.schema.field(c).arrow_type()} "
                 "(integers, floats, strings, binary, dates, times and timestamps)"
             )
+        if kind == "BITMAP" and not prunable_type(snapshot.schema.field(c).arrow_type()):
+            raise InvalidArgumentError(
+                f"a BITMAP cannot index column {c!r} of type {snapshot.schema.field(c).arrow_type()} "
+                "(integers, floats, booleans, strings, dates and timestamps)"
+            )
     names = {c: (name or f"{c}_idx") for c in columns}
 
     def prepare(snap: Snapshot) -> StagedCommit:
@@ -343,8 +419,11 @@ def create_index(spark, snapshot: Snapshot, column, index_type: str, name: str |
             if c not in snap.schema.names:
                 raise InvalidArgumentError(f"column {c!r} no longer exists")
         frags = list(snap.fragments)
-        zones = compute_zones_of(spark, snap, columns, frags, kind)
-        metas = [written_index(snap, c, names[c], frags, zones[c], kind) for c in columns]
+        if kind == "BITMAP":
+            metas = [new_bitmap_index(spark, snap, c, names[c], frags) for c in columns]
+        else:
+            zones = compute_zones_of(spark, snap, columns, frags, kind)
+            metas = [written_index(snap, c, names[c], frags, zones[c], kind) for c in columns]
         removed = [i for i in snap.indices if i.name in set(names.values())]
         op = CreateIndex(metas, removed)
         metrics = {"numIndexedFragments": len(covered_fragments(metas[0])), "numIndexedRows": snap.num_rows(),
@@ -388,8 +467,9 @@ def update_indices(spark, snapshot: Snapshot):
     (:func:`buildable`) that does not cover all live fragments is rewritten as
     one index with its old zones (of fragments that still exist; a bloom
     filter's null rows too) plus zones of the fragments it lacks -- for bloom
-    filters bit for bit what pylance's ``optimize_indices`` writes. Other
-    index types are left alone (reported in ``indicesSkipped``)."""
+    filters bit for bit what pylance's ``optimize_indices`` writes. A BITMAP
+    lacking fragments is rebuilt over all live ones. Other index types are
+    left alone (reported in ``indicesSkipped``)."""
 
     def prepare(snap: Snapshot) -> StagedCommit | None:
         live = {f.id: f for f in snap.fragments}
@@ -399,6 +479,17 @@ def update_indices(spark, snapshot: Snapshot):
         new, removed, skipped, added = [], [], [], 0
         for name, group in sorted(by_name.items()):
             kinds = {index_kind(i) for i in group}
+            if kinds == {BITMAP} and all(bitmap_buildable(snap, i) for i in group):
+                covered = set().union(*(covered_fragments(i) for i in group))
+                if set(live) - covered:
+                    # a bitmap is rebuilt whole over the live fragments
+                    # (pylance merges the new keys into the old file: same
+                    # rows, minus those deleted since)
+                    column = {f.id: f.name for f in snap.schema.fields}[group[0].fields[0]]
+                    new.append(new_bitmap_index(spark, snap, column, name, list(live.values())))
+                    removed.extend(group)
+                    added += len(set(live) - covered)
+                continue
             if len(kinds) != 1 or not all(buildable(snap, i) for i in group):
                 skipped.append(name)
                 continue
@@ -463,14 +554,19 @@ def buildable(snap: Snapshot, idx) -> bool:
     """A ZONEMAP / BLOOMFILTER on one top-level column of a type lance_ops
     computes (others -- pylance's on other types -- are left to pylance's
     rules)."""
-    from ..format.pruning import prunable_type
-
     top = {f.id: f for f in snap.schema.fields}
     if len(idx.fields) != 1 or idx.fields[0] not in top:
         return False
     t = top[idx.fields[0]].arrow_type()
     kind = index_kind(idx)
     return (kind == ZONEMAP and prunable_type(t)) or (kind == BLOOMFILTER and bloom.hashable(t))
+
+
+def bitmap_buildable(snap: Snapshot, idx) -> bool:
+    """A BITMAP on one top-level column of a type lance_ops builds bitmaps for."""
+    top = {f.id: f for f in snap.schema.fields}
+    return (index_kind(idx) == BITMAP and len(idx.fields) == 1 and idx.fields[0] in top
+            and prunable_type(top[idx.fields[0]].arrow_type()))
 
 
 def zonemaps_to_rebuild(snap: Snapshot, rewritten_ids: BitMap) -> list:

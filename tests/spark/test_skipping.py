@@ -351,3 +351,65 @@ def test_bloom_filters_built_as_pylance_and_probed(spark, tmp_path):
     info = t.delete("id IN (3, 12345)")
     assert (info.metrics["numFragmentsScanned"], info.metrics["numFragmentsSkipped"]) == (3, 1)  # (+ the appended)
     assert info.metrics["numDeletedRows"] == 2 + 1  # (id 3 was appended again)
+
+
+@pytest.mark.parametrize("stable", [False, True], ids=["addresses", "stable-row-ids"])
+def test_bitmaps_built_as_pylance_and_used(spark, tmp_path, stable):
+    """createIndex(col, "BITMAP") writes pylance 14's bitmap_page_lookup.lance
+    bit for bit (keys in pylance's order: null first, -0.0 before +0.0, one
+    NaN key last; live rows only; row ids on a stable-row-id table, addresses
+    otherwise); pylance plans with ours and agrees; our reads and deletes skip
+    the fragments no matching key points to; executeIndexUpdate covers
+    appended fragments."""
+    import lance.file as lf
+
+    data = _data(11).drop(["ts"])
+    k = pa.array(np.arange(N) // 3000 % 5, pa.int32(), mask=np.arange(N) % 1000 == 999)
+    data = data.append_column("k", k)
+    ours, ref = str(tmp_path / "o.lance"), str(tmp_path / "r.lance")
+    lance.write_dataset(data, ours, max_rows_per_file=8000, enable_stable_row_ids=stable)
+    lance.dataset(ours).delete("id % 13 = 1 OR id BETWEEN 3000 AND 5999")
+    shutil.copytree(ours, ref)
+    t = LanceTable(spark, ours)
+    info = t.createIndex(["k", "s", "f"], "BITMAP")
+    assert info.operation == "CreateIndex" and info.metrics["numIndexedFragments"] == 3
+    for c in ("k", "s", "f"):
+        lance.dataset(ref).create_scalar_index(c, "BITMAP")
+
+    def files(path):
+        out = {}
+        for i in lance.dataset(path).list_indices():
+            r = lf.LanceFileReader(f"{path}/_indices/{i['uuid']}/bitmap_page_lookup.lance")
+            tb = r.read_all().to_table()
+            keys = [repr(v) for v in tb.column("keys").to_pylist()]  # (NaN == NaN as text)
+            out[i["name"]] = (i["type"], i["fragment_ids"], keys, tb.column("bitmaps").to_pylist(),
+                              r.metadata().schema)
+        return out
+
+    assert files(ours) == files(ref)
+    assert [i["type"] for i in t.listIndices()] == ["BITMAP"] * 3
+    ds = lance.dataset(ours)
+    trace = str(tmp_path / "skip.json")
+    reader = spark.read.format("lance").option("skipReport", trace)
+    for flt, frags in [("k = 1", 1), ("k IN (1, 3)", 2), ("k IS NULL", 3), ("s = 'k00070'", 1),
+                       ("s = 'k00050'", 0), ("s = 'nope'", 0), ("f = 0.0", 3), ("k = 9", 0)]:
+        got = _ids(reader.load(ours).where(flt))
+        assert read_skip_report(trace)["numFragmentsScanned"] == frags, flt
+        assert "ScalarIndexQuery" in ds.scanner(filter=flt).explain_plan(), flt
+        assert got == sorted(ds.to_table(filter=flt, columns=["id"]).column("id").to_pylist()), flt
+    # (k: 0, 1, 2 | 2, 3, 4, 0 | 0, 1, 2 by fragment; ids 3000-5999 deleted; s: null in fragment 1)
+    # appended rows: executeIndexUpdate rebuilds the bitmaps over every fragment
+    more = data.slice(0, 300)
+    for p in (ours, ref):
+        lance.write_dataset(more, p, mode="append")
+    t = LanceTable(spark, ours)
+    info = t.optimize().executeIndexUpdate()
+    assert info.metrics["numUpdatedIndices"] == 3
+    assert all(i["fragmentIds"] == [f.id for f in t.snapshot.fragments] for i in t.listIndices())
+    got = _ids(reader.load(ours).where("k = 0"))
+    assert read_skip_report(trace)["numFragmentsScanned"] == 4  # (k = 0 is in every fragment)
+    assert got == sorted(lance.dataset(ours).to_table(filter="k = 0", columns=["id"]).column("id").to_pylist())
+    info = t.delete("k = 3")
+    assert (info.metrics["numFragmentsScanned"], info.metrics["numFragmentsSkipped"]) == (1, 3)
+    lance.dataset(ref).delete("k = 3")
+    assert _ids(t.toDF()) == sorted(lance.dataset(ref).to_table(columns=["id"]).column("id").to_pylist())
