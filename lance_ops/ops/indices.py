@@ -9,10 +9,9 @@ fragment); the driver writes ``_indices/<uuid>/zonemap.lance`` with pylance
 the pipeline, so pylance lists it, plans scalar index queries with it and
 extends it (``optimize_indices``).
 
-Zones tile each fragment's *physical* rows, 8192 per zone: ``zone_start`` is
-the zone's first offset, ``zone_length`` its span. Rows deleted when the index
-is built are inside the stats (pylance leaves them out): bounds stay bounds,
-just a little wider, and counts are upper bounds -- pruning only needs that.
+Zones hold 8192 live rows each, as pylance 14 cuts them: ``zone_start`` is
+the physical offset of the zone's first live row, ``zone_length`` the span to
+its last; rows deleted when the index is built are in no statistics.
 Float min/max follow pylance's total order (max NaN when the zone holds a
 NaN, -0.0 below +0.0) so pylance's own search over our files is right.
 
@@ -134,37 +133,45 @@ def bloom_stats(values: pa.Array, fragment_id: int, start: int) -> dict:
 
 def fragment_zones_of(store, schema, columns: list[str], frag, kind: str = "ZONEMAP") -> dict[str, pa.Table]:
     """Zone statistics (``kind`` ZONEMAP) or bloom filters (BLOOMFILTER) of
-    one fragment's ``columns`` (all physical rows), one scan for all of them."""
-    from ..format.scan import FragmentScan, scan_fragment
+    one fragment's ``columns``, one scan for all of them. Zones are cut as
+    pylance 14 cuts them: every 8192 *live* rows, ``zone_start`` the physical
+    offset of the first, ``zone_length`` the physical span to the last (rows
+    deleted in between count in the span, not in the statistics), so on a
+    table with deletions too our files equal pylance's."""
+    from ..format.scan import ROW_ADDR, FragmentScan, scan_fragment
 
     stats = bloom_stats if kind == "BLOOMFILTER" else zone_stats
     nulls: dict[str, list] = {c: [] for c in columns}
-
     rows: dict[str, list] = {c: [] for c in columns}
     chunks: dict[str, list] = {c: [] for c in columns}
-    pending, start = 0, 0
+    offsets: list = []
+    pending = 0
 
     def flush():
-        nonlocal pending, start
+        nonlocal pending
         if pending:
+            offs = np.concatenate(offsets) if len(offsets) > 1 else offsets[0]
+            first, last = int(offs[0]), int(offs[-1])
             for c in columns:
                 arr = pa.concat_arrays(chunks[c]) if len(chunks[c]) > 1 else chunks[c][0]
-                rows[c].append(stats(arr, frag.id, start))
+                row = stats(arr, frag.id, first)
+                row["zone_length"] = last - first + 1
+                rows[c].append(row)
+                if kind == "BLOOMFILTER" and arr.null_count:
+                    nulls[c].append(offs[arr.is_null().to_numpy(zero_copy_only=False)])
                 chunks[c] = []
-            start += pending
+            offsets.clear()
             pending = 0
 
-    scan = FragmentScan(frag, list(columns), (), include_deleted=True)
+    scan = FragmentScan(frag, list(columns), [ROW_ADDR])
     for batch in scan_fragment(store, schema, scan):
+        addrs = batch.column(ROW_ADDR).to_numpy() & np.uint64(0xFFFFFFFF)
         off, n = 0, batch.num_rows
         while off < n:
             take = min(ROWS_PER_ZONE - pending, n - off)
             for c in columns:
-                part = batch.column(c).slice(off, take)
-                chunks[c].append(part)
-                if kind == "BLOOMFILTER" and part.null_count:
-                    where = np.flatnonzero(part.is_null().to_numpy(zero_copy_only=False))
-                    nulls[c].append(where + (start + pending))
+                chunks[c].append(batch.column(c).slice(off, take))
+            offsets.append(addrs[off:off + take])
             pending += take
             off += take
             if pending == ROWS_PER_ZONE:
@@ -173,13 +180,9 @@ def fragment_zones_of(store, schema, columns: list[str], frag, kind: str = "ZONE
     if kind == "BLOOMFILTER":
         # pylance also keeps the row addresses of the (live) null rows: its
         # IS NULL search answers from them (global buffer "null_bitmap")
-        from ..format.deletion import read_deletion_vector
-
-        deleted = read_deletion_vector(store, frag).offsets
         out = {}
         for c in columns:
             offs = BitMap(np.concatenate(nulls[c]).astype(np.uint32)) if nulls[c] else BitMap()
-            offs -= deleted
             meta = dict(bloom_schema().metadata)
             meta[b"null_offsets"] = offs.serialize()
             out[c] = pa.Table.from_pylist(rows[c], schema=bloom_schema().with_metadata(meta))
