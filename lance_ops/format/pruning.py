@@ -29,7 +29,9 @@ import datetime
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .zones import UNKNOWN, BitmapIndex, Zone
 
@@ -241,7 +243,6 @@ def bloom_may_match(zone: Zone, c: Conjunct, t: pa.DataType, hashes=False) -> bo
 def bitmap_row_ids(index: BitmapIndex, c: Conjunct, is_float: bool):
     """Sorted uint64 row ids (a row-id BITMAP: map key = high 32 bits) whose
     key may satisfy ``c``; None when a map says "every id" (cannot tell)."""
-    import numpy as np
 
     parts = []
     for key, m in zip(index.keys, index.maps):
@@ -254,9 +255,65 @@ def bitmap_row_ids(index: BitmapIndex, c: Conjunct, is_float: bool):
     return np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.uint64)
 
 
-def _holds_any(row_ids, wanted) -> bool:
-    import numpy as np
+#: A BTREE is used only when at most this many of its pages may match a
+#: conjunct (their ids are read in the driver: 4096 per page).
+BTREE_MAX_PAGES = 256
 
+
+def _literal_scalar(v, t: pa.DataType):
+    """A comparison literal (comparison domain) as an Arrow scalar to compare
+    a column of type ``t`` with as Spark does; None if unsure (NaN, out of
+    the type's range)."""
+    if v is None or _isnan(v):
+        return None
+    try:
+        if pa.types.is_timestamp(t):
+            return pa.scalar(v, pa.int64()).cast(t) if t.unit == "us" else None
+        if pa.types.is_floating(t) or (pa.types.is_integer(t) and isinstance(v, float)):
+            return pa.scalar(float(v), pa.float64())  # (Spark widens the column to double)
+        return pa.scalar(v, t)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
+        return None
+
+
+def btree_ids(pages, c: Conjunct, is_float: bool):
+    """Sorted unique uint64 row addresses of the BTREE pages whose value
+    range may satisfy ``c`` (a superset of the matching rows); None when too
+    many pages may match to be worth reading."""
+    chosen = [z for z in pages.zones if zone_may_match(z, c, is_float)]
+    if len(chosen) > BTREE_MAX_PAGES:
+        return None
+    if not chosen:
+        return np.empty(0, dtype=np.uint64)
+    # IS NULL, comparisons with a (non-NaN) literal, and = / IN whose equal
+    # values can be stated exactly: only the rows that match (Spark's
+    # semantics: NaN above every number, -0.0 = 0.0, NULL matches nothing),
+    # else every row of the chosen pages
+    keep = None
+    if c.op in ("<", "<=", ">", ">="):
+        lit = _literal_scalar(c.value, pages.arrow_type)
+        if lit is not None:
+            cmp = {"<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}[c.op]
+
+            def keep(values):
+                mask = cmp(values, lit)
+                if is_float and c.op in (">", ">="):
+                    mask = pc.or_(mask, pc.is_nan(values))
+                return mask.fill_null(False)
+    elif c.op == "isnull":
+        def keep(values):
+            return values.is_null()
+    elif c.op in ("=", "in"):
+        parts = [_probe_values(v, pages.arrow_type) for v in ([c.value] if c.op == "=" else c.value)]
+        if all(p is not None for p in parts):
+            wanted = pa.concat_arrays(parts) if parts else pa.array([], pages.arrow_type)
+
+            def keep(values):
+                return pc.is_in(values, value_set=wanted.cast(values.type))
+    return np.unique(pages.read_ids(chosen, keep))
+
+
+def _holds_any(row_ids, wanted) -> bool:
     if row_ids is None:
         return True  # (no sequence: cannot tell)
     if not len(wanted) or not len(row_ids):
@@ -283,6 +340,8 @@ class ColumnIndex:
     #: For a BITMAP holding stable row *ids* (not addresses): fragment ->
     #: its row ids (physical order), to find the fragments of matching ids.
     row_ids_of: object = None
+    #: A BTREE's pages (:class:`~.zones.BTreePages`).
+    btree: object = None
 
 
 @dataclass
@@ -379,6 +438,18 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
                 if frag.id not in ix.covered:
                     continue
                 is_float = pa.types.is_floating(ix.arrow_type)
+                if ix.btree is not None:
+                    key = (ci, ix.name)
+                    if key not in probes:
+                        probes[key] = btree_ids(ix.btree, c, is_float)
+                    ids = probes[key]
+                    if ids is None:
+                        continue
+                    at = np.searchsorted(ids, np.uint64(frag.id) << np.uint64(32))
+                    if not (at < len(ids) and int(ids[at] >> np.uint64(32)) == frag.id):
+                        current = []
+                        used.add(ix.name)
+                    continue
                 if ix.bitmap is not None and ix.row_ids_of is not None:
                     key = (ci, ix.name)
                     if key not in probes:
@@ -418,7 +489,8 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
 def load_indices(store, indices, schema, columns=None, stable_row_ids: bool = False) -> list[ColumnIndex]:
     """The pruning view of a version's ``indices`` (IndexMetadata) on
     top-level columns of ``schema`` (only ``columns`` if given): zone maps,
-    bitmaps, bloom filter zones. Indices of other types, on several or nested
+    bitmaps, bloom filter zones, BTREE pages (their ids are read per plan,
+    only for the pages a conjunct may match). Indices of other types, on several or nested
     fields, or on types that are never pruned are left out. Files are read
     through ``lance.file`` (metadata-sized: a zone map is ~100 bytes per 8192
     rows). A BITMAP of a table with stable row ids maps keys to row *ids*
@@ -428,11 +500,13 @@ def load_indices(store, indices, schema, columns=None, stable_row_ids: bool = Fa
     from .zones import (
         BITMAP,
         BLOOMFILTER,
+        BTREE,
         ZONEMAP,
         covered_fragments,
         index_kind,
         read_bitmap,
         read_bloomfilter_zones,
+        read_btree,
         read_zonemap,
     )
 
@@ -440,7 +514,7 @@ def load_indices(store, indices, schema, columns=None, stable_row_ids: bool = Fa
     out = []
     for idx in indices:
         kind = index_kind(idx)
-        if kind not in (ZONEMAP, BITMAP, BLOOMFILTER) or len(idx.fields) != 1 or idx.fields[0] not in top:
+        if kind not in (ZONEMAP, BITMAP, BLOOMFILTER, BTREE) or len(idx.fields) != 1 or idx.fields[0] not in top:
             continue
 
         f = top[idx.fields[0]]
@@ -450,7 +524,13 @@ def load_indices(store, indices, schema, columns=None, stable_row_ids: bool = Fa
         if not prunable_type(t):
             continue
         ci = ColumnIndex(idx.name, f.name, t, covered_fragments(idx))
-        if kind == BITMAP:
+        if kind == BTREE:
+            # (row addresses, with stable row ids too: pylance 14 remaps
+            # BTREEs on compaction)
+            ci.btree = read_btree(store, idx)
+            if ci.btree is None:
+                continue
+        elif kind == BITMAP:
             ci.bitmap = read_bitmap(store, idx)
             if stable_row_ids:
                 ci.row_ids_of = _row_ids_reader(store)

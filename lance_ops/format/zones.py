@@ -19,6 +19,14 @@ Only what pruning needs, read through ``lance.file``:
   over xxhash64 (:mod:`.bloom`): ``IS NULL`` prunes by ``has_null``, ``=``
   and ``IN`` by probing the filters.
 
+* **BTREE** (``page_lookup.lance`` + ``page_data.lance``): ``page_data``
+  holds every (value, row id / address) pair sorted by value (nulls first,
+  floats in total order), cut into pages of ``batch_size`` (4096) rows;
+  ``page_lookup`` holds each page's first and last value (``min`` is null when
+  the page starts with nulls), ``null_count`` and ``page_idx``. A page is
+  judged like a zone; the ids of the pages that may match are then read (only
+  those rows of ``page_data``) to find the fragments holding them.
+
 What the stats mean for a predicate is :mod:`lance_ops.format.pruning`'s
 business; this module only turns files into :class:`Zone` lists.
 """
@@ -162,7 +170,66 @@ def read_bitmap(store, index) -> BitmapIndex:
     return BitmapIndex(keys, maps, t.schema.field("keys").type)
 
 
+BTREE_LOOKUP_FILE = "page_lookup.lance"
+BTREE_DATA_FILE = "page_data.lance"
+
+
+@dataclass
+class BTreePages:
+    """A BTREE's pages as zones (``start``/``end``: the page's rows in
+    ``page_data.lance``) and a reader of the ids of chosen pages."""
+
+    zones: list[Zone]
+    store: object
+    index: object
+    arrow_type: pa.DataType
+
+    def read_ids(self, pages: list[Zone], keep=None):
+        """The (unsorted) uint64 row addresses of ``pages``; with ``keep``
+        (values -> boolean mask) only those of the rows it keeps."""
+        import lance.file as lf
+        import numpy as np
+
+        src, directory = index_location(self.store, self.index)
+        uri = src.codec_staging().reader_uri(f"{directory}/{BTREE_DATA_FILE}")
+        columns = ["ids"] if keep is None else ["values", "ids"]
+        reader = lf.LanceFileReader(uri, storage_options=src.codec_options or None, columns=columns)
+        rows = reader.metadata().num_rows  # (the last page is short)
+        ranges: list[list[int]] = []
+        for z in sorted(pages, key=lambda z: z.start):
+            if ranges and ranges[-1][1] == z.start:
+                ranges[-1][1] = min(z.end, rows)
+            elif z.start < rows:
+                ranges.append([z.start, min(z.end, rows)])
+        parts = []
+        for a, b in ranges:
+            t = reader.read_range(a, b - a, batch_size=65536).to_table()
+            ids = t.column("ids")
+            if keep is not None:
+                ids = ids.filter(keep(t.column("values")))
+            parts.append(ids.to_numpy())
+        return np.concatenate(parts).astype(np.uint64) if parts else np.empty(0, dtype=np.uint64)
+
+
+def read_btree(store, index) -> BTreePages | None:
+    """The pages of a BTREE index; None for a layout this does not know
+    (a range-partitioned one, other batch metadata)."""
+    t = _read_table(store, index, BTREE_LOOKUP_FILE)
+    meta = t.schema.metadata or {}
+    if meta.get(b"range_partitioned", b"false") != b"false" or not {"min", "max", "null_count", "page_idx"} <= set(
+            t.column_names):
+        return None
+    batch = int(meta.get(b"batch_size", b"4096"))
+    mins, maxs = stat_values(t.column("min")), stat_values(t.column("max"))
+    zones = []
+    for lo, hi, nulls, page in zip(mins, maxs, t.column("null_count").to_pylist(), t.column("page_idx").to_pylist()):
+        start = int(page) * batch
+        zones.append(Zone(int(page), start, start + batch, lo, hi, int(nulls), 0))
+    return BTreePages(zones, store, index, t.schema.field("min").type)
+
+
 __all__ = [
-    "ZONEMAP", "BITMAP", "BLOOMFILTER", "BTREE", "TYPE_NAMES", "Zone", "UNKNOWN", "BitmapIndex",
+    "ZONEMAP", "BITMAP", "BLOOMFILTER", "BTREE", "TYPE_NAMES", "Zone", "UNKNOWN", "BitmapIndex", "BTreePages",
+    "read_btree",
     "index_kind", "covered_fragments", "read_zonemap", "read_bloomfilter_zones", "read_bitmap", "stat_values",
 ]

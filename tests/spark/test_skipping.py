@@ -423,3 +423,34 @@ def test_bitmaps_built_as_pylance_and_used(spark, tmp_path, stable):
     assert (info.metrics["numFragmentsScanned"], info.metrics["numFragmentsSkipped"]) == (1, 3)
     lance.dataset(ref).delete("k = 3")
     assert _ids(t.toDF()) == sorted(lance.dataset(ref).to_table(columns=["id"]).column("id").to_pylist())
+
+
+@pytest.mark.parametrize("stable", [False, True], ids=["addresses", "stable-row-ids"])
+def test_we_prune_with_pylance_btrees(spark, tmp_path, stable):
+    """pylance's BTREE (sorted values + row addresses in 4096-row pages, also
+    with stable row ids): pages whose first/last value rule a conjunct out are
+    not read, the others' addresses name the fragments to scan (= and IN: only
+    the rows equal to a literal; ranges: every row of a chosen page); pruned reads
+    equal unpruned ones for random predicates (deleted rows, NaN, ±0.0,
+    nulls, timestamps) and pylance's answers."""
+    path = str(tmp_path / "b.lance")
+    lance.write_dataset(_data(17), path, max_rows_per_file=8000, enable_stable_row_ids=stable)
+    lance.dataset(path).delete("id % 11 = 3 OR id BETWEEN 100 AND 5000")
+    plain = LanceTable(spark, path).version
+    for c in ("id", "f", "s", "ts"):
+        lance.dataset(path).create_scalar_index(c, "BTREE")
+    t, unindexed = LanceTable(spark, path), LanceTable(spark, path, version=plain)
+    trace = str(tmp_path / "skip.json")
+    reader = spark.read.format("lance").option("skipReport", trace)
+    ds = lance.dataset(path)
+    for flt, frags in [("id >= 21000", 1), ("id = 20000", 1), ("id IN (5, 17000)", 2), ("s = 'k00003'", 0), ("s = 'k00060'", 1),
+                       ("s IS NULL", 2), ("f < -1", 0), ("id > 5", 3)]:
+        got = _ids(reader.load(path).where(flt))
+        assert read_skip_report(trace)["numFragmentsScanned"] == frags, flt
+        assert got == sorted(ds.to_table(filter=flt, columns=["id"]).column("id").to_pylist()), flt
+    preds = _predicates(29, 16)
+    flags = unindexed.toDF().select("id", *[F.expr(p).alias(f"p{i}") for i, p in enumerate(preds)]).collect()
+    for i, p in enumerate(preds):
+        assert _ids(t.toDF().where(p)) == sorted(r["id"] for r in flags if r[f"p{i}"]), p
+    info = t.delete("id BETWEEN 20000 AND 20010")
+    assert (info.metrics["numFragmentsScanned"], info.metrics["numDeletedRows"]) == (1, 10)
