@@ -260,6 +260,9 @@ def bitmap_row_ids(index: BitmapIndex, c: Conjunct, is_float: bool):
 BTREE_MAX_PAGES = 256
 
 
+_COMPARE = {"=": pc.equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}
+
+
 def _literal_scalar(v, t: pa.DataType):
     """A comparison literal (comparison domain) as an Arrow scalar to compare
     a column of type ``t`` with as Spark does; None if unsure (NaN, out of
@@ -285,31 +288,25 @@ def btree_ids(pages, c: Conjunct, is_float: bool):
         return None
     if not chosen:
         return np.empty(0, dtype=np.uint64)
-    # IS NULL, comparisons with a (non-NaN) literal, and = / IN whose equal
-    # values can be stated exactly: only the rows that match (Spark's
-    # semantics: NaN above every number, -0.0 = 0.0, NULL matches nothing),
-    # else every row of the chosen pages
+    # IS NULL and comparisons (=, IN, <, ...) with non-NaN literals: only the
+    # rows that match (Spark's semantics: NaN above every number, -0.0 = 0.0,
+    # NULL matches nothing), else every row of the chosen pages
     keep = None
-    if c.op in ("<", "<=", ">", ">="):
-        lit = _literal_scalar(c.value, pages.arrow_type)
-        if lit is not None:
-            cmp = {"<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}[c.op]
-
-            def keep(values):
-                mask = cmp(values, lit)
-                if is_float and c.op in (">", ">="):
-                    mask = pc.or_(mask, pc.is_nan(values))
-                return mask.fill_null(False)
-    elif c.op == "isnull":
+    if c.op == "isnull":
         def keep(values):
             return values.is_null()
-    elif c.op in ("=", "in"):
-        parts = [_probe_values(v, pages.arrow_type) for v in ([c.value] if c.op == "=" else c.value)]
-        if all(p is not None for p in parts):
-            wanted = pa.concat_arrays(parts) if parts else pa.array([], pages.arrow_type)
-
+    elif c.op in ("=", "<", "<=", ">", ">=", "in"):
+        ops = [("=", v) for v in c.value] if c.op == "in" else [(c.op, c.value)]
+        tests = [(op, _literal_scalar(v, pages.arrow_type)) for op, v in ops if v is not None]
+        if all(lit is not None for _, lit in tests):
             def keep(values):
-                return pc.is_in(values, value_set=wanted.cast(values.type))
+                mask = pa.array([False] * len(values), pa.bool_())
+                for op, lit in tests:
+                    m = _COMPARE[op](values, lit)
+                    if is_float and op in (">", ">="):
+                        m = pc.or_(m, pc.is_nan(values))
+                    mask = pc.or_(mask, m.fill_null(False))
+                return mask
     return np.unique(pages.read_ids(chosen, keep))
 
 

@@ -50,3 +50,31 @@ def test_row_id_bitmaps_unite_across_tasks():
     assert t.column("keys").to_pylist() == ["a", "b"]
     maps = [decode_row_addr_map(b) for b in t.column("bitmaps").to_pylist()]
     assert [{k: list(v) for k, v in m.items()} for m in maps] == [{2: [0, 1]}, {0: [5, 7]}]
+
+
+def test_btree_exact_filters_follow_spark_semantics():
+    """The rows a BTREE page read keeps for a conjunct: float32 values compare
+    as doubles (0.1f > 0.1), NaN is above every number, -0.0 = 0.0, NULL
+    matches nothing but IS NULL."""
+    import numpy as np
+
+    from lance_ops.format.pruning import Conjunct, btree_ids
+    from lance_ops.format.zones import Zone
+
+    vals = pa.array([None, -0.0, 0.0, 0.1, float("nan")], pa.float32())
+
+    class Pages:
+        arrow_type = pa.float32()
+        zones = [Zone(0, 0, 5, None, float("nan"), 1, 0)]
+
+        def read_ids(self, pages, keep=None):
+            ids = np.arange(5, dtype=np.uint64) << np.uint64(32)  # row i in fragment i
+            return ids if keep is None else ids[keep(vals).to_numpy(zero_copy_only=False)]
+
+    def frags(op, v):
+        return [int(i >> 32) for i in btree_ids(Pages(), Conjunct("f", op, v), True)]
+
+    assert frags(">", 0.1) == [3, 4]  # float(0.1f) > 0.1, NaN above all
+    assert frags("<", 0.0) == [] and frags("<=", 0.0) == [1, 2]
+    assert frags("=", 0.0) == [1, 2] and frags("isnull", None) == [0]
+    assert frags("=", float("nan")) == [0, 1, 2, 3, 4]  # (NaN literal: the whole page)
