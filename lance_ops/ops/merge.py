@@ -362,7 +362,8 @@ class MergePlan:
         keys = []
         if NOT_MATCHED_BY_SOURCE not in self.kinds:
             keys = [(t, s) for t, s in equi_keys(describe(self.condition), self.table_cols, src.columns) if t in on_disk]
-        return SourceBounds(src, keys, self.types)
+        use_filter = str(self.spark.conf.get("spark.lance_ops.merge.keyFilter.enabled", "true")).lower() == "true"
+        return SourceBounds(src, keys, self.types, key_filter=use_filter)
 
     def _target(self, narrow: list[str], bounds: SourceBounds) -> DataFrame:
         """The target rows the merge reads: columns ``narrow`` (+ row
@@ -370,7 +371,7 @@ class MergePlan:
         (pushed to the scan: data skipping drops the zones outside it)."""
         on_disk = set(self.disk.schema.names)
         target = scan_frame(self.spark, self.disk, [c for c in narrow if c in on_disk], [ROW_ADDR],
-                            skip_report=self.report.path)
+                            skip_report=self.report.path, key_filter=bounds.key_filter)
         if bounds.keys:
             self.pruned_by = bounds.describe()
             if bounds.matches_nothing:

@@ -171,14 +171,15 @@ class SourceBounds:
     then a ``distinct().limit(MAX_KEY_SET + 1)`` job: bounded, never the
     source itself), the key set."""
 
-    def __init__(self, source: DataFrame, keys: list[tuple[str, str]], target_types: dict):
+    def __init__(self, source: DataFrame, keys: list[tuple[str, str]], target_types: dict, key_filter: bool = True):
         src_types = {f.name: f.dataType for f in source.schema.fields}
         self.keys = [(t, s) for t, s in keys if boundable(target_types[t], src_types[s])]
         self.types = {t: target_types[t] for t, _ in self.keys}
         exprs = [F.count(F.lit(1)).alias("n")]
         for i, (_, s) in enumerate(self.keys):
             exprs += _bound_exprs(s, src_types[s], i)
-            if _settable(src_types[s]) and _settable(target_types[self.keys[i][0]]):
+            if (_settable(src_types[s]) and _settable(target_types[self.keys[i][0]])) or (
+                    key_filter and filterable(target_types[self.keys[i][0]], src_types[s])):
                 exprs.append(F.approx_count_distinct(F.col(f"`{s}`")).alias(f"nd{i}"))
         row = source.agg(*exprs).first()
         self.rows = int(row["n"])
@@ -195,6 +196,18 @@ class SourceBounds:
             if len(vals) <= MAX_KEY_SET:
                 self.key_sets[t] = sorted(vals)
             break  # (one key's set is enough to prune by; a second job per key is not worth it)
+        #: (target key, filter bytes, approximate distinct keys): a bloom
+        #: filter of the source's keys the target scan's tasks probe
+        #: (:mod:`lance_ops.format.keyfilter`) when there is no key set.
+        self.key_filter: tuple[str, bytes, int] | None = None
+        if key_filter and not self.key_sets and not self.matches_nothing:
+            for i, (t, s) in enumerate(self.keys):
+                nd = names.get(f"nd{i}")
+                if nd is not None and filterable(target_types[t], src_types[s]):
+                    built = _source_key_filter(source, s, int(nd))
+                    if built is not None:
+                        self.key_filter = (t, built, int(nd))
+                    break
 
     @property
     def matches_nothing(self) -> bool:
@@ -216,7 +229,51 @@ class SourceBounds:
         return cond
 
     def describe(self) -> str:
-        return ", ".join(
+        text = ", ".join(
             f"{t} in [{lo}, {hi}]" + (f" ({len(self.key_sets[t])} keys)" if t in self.key_sets else "")
             for t, (lo, hi) in self.bounds.items()
         )
+        if self.key_filter is not None:
+            t, data, nd = self.key_filter
+            text += f"; {t} in a bloom filter of ~{nd:,} source keys ({len(data):,} bytes)"
+        return text
+
+
+def filterable(target_type: T.DataType, source_type: T.DataType) -> bool:
+    """Key pairs a bloom filter of source keys can stand for in the target
+    scan: Spark's ``=`` on them is equality of the canonical values
+    :mod:`lance_ops.format.keyfilter` hashes (integers of any width, dates,
+    timestamps, binary-collated strings)."""
+    if not boundable(target_type, source_type):
+        return False
+    return not isinstance(target_type, T.StringType) or target_type == T.StringType()
+
+
+def _source_key_filter(source: DataFrame, column: str, ndv: int) -> bytes | None:
+    """The bloom filter of ``column``'s non-null values: one Spark job whose
+    tasks (at most a few: each returns one whole filter) build partial
+    filters the driver unites; None if ``ndv`` keys need a filter larger than
+    :data:`lance_ops.format.keyfilter.MAX_BYTES`."""
+    import pyarrow as pa
+
+    from ..format import keyfilter
+    from ..spark.errors import executor_task
+    from ..spark.frames import total_cores
+
+    nbytes = keyfilter.filter_size(ndv)
+    if nbytes is None:
+        return None
+
+    @executor_task
+    def partial(batches):
+        acc = None
+        for b in batches:
+            f = keyfilter.build(b.column(0), nbytes)
+            acc = f if acc is None else keyfilter.union([acc, f])
+        if acc is not None:
+            yield pa.RecordBatch.from_pydict({"f": pa.array([acc], pa.binary())})
+
+    col = F.col(f"`{column}`")
+    keys = source.select(col).where(col.isNotNull()).coalesce(max(1, 2 * total_cores(source.sparkSession)))
+    parts = [bytes(r[0]) for r in keys.mapInArrow(partial, "f binary").collect()]
+    return keyfilter.union(parts) if parts else keyfilter.build(pa.array([], pa.int64()), nbytes)

@@ -129,6 +129,10 @@ class ReadOptions:
     #: (:mod:`lance_ops.arrow_eval`) are taken over by the scan -- Spark drops
     #: them from its own filter -- and written there (pickled) at planning.
     arrow_eval: str | None = None
+    #: "<column>:<base64 filter>": only rows whose column the bloom filter
+    #: may hold are returned (:mod:`lance_ops.format.keyfilter`; a merge's
+    #: target scan).
+    key_filter: str | None = None
 
     @classmethod
     def parse(cls, options) -> "ReadOptions":
@@ -166,6 +170,7 @@ class ReadOptions:
             scan_trace=opts.get("scantrace") or None,
             skip_report=opts.get("skipreport") or None,
             arrow_eval=opts.get("arroweval") or None,
+            key_filter=opts.get("keyfilter") or None,
         )
 
 
@@ -255,6 +260,12 @@ class LanceScanReader(DataSourceReader):
         self.pushed: list = []
         self.skip_report = opts.skip_report
         self.arrow_eval = opts.arrow_eval
+        self.key_filter = None
+        if opts.key_filter:
+            import base64
+
+            column, _, data = opts.key_filter.partition(":")
+            self.key_filter = (column, base64.b64decode(data))
         #: Trees (lance_ops.arrow_eval) of the filters this scan evaluates
         #: itself in place of Spark (``arrowEval`` option).
         self.accepted: list = []
@@ -303,6 +314,12 @@ class LanceScanReader(DataSourceReader):
             )
             for batch in scan_fragment(self.store, self.lance_schema, scan):
                 out = to_spark_batch(batch, self.arrow_target)
+                if self.key_filter is not None:  # (on the values Spark will compare)
+                    from ..format.keyfilter import may_contain_each
+
+                    out = out.filter(may_contain_each(self.key_filter[1], out.column(self.key_filter[0])))
+                    if not out.num_rows:
+                        continue
                 if keep is not None:
                     out = out.filter(keep(out))
                     if not out.num_rows:

@@ -251,14 +251,17 @@ def output_attributes(frame: DataFrame) -> dict[int, str]:
 
 
 def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(ROW_ADDR,), split_fragments: bool = True,
-               fragment_ids=None, skip_report: str | None = None, arrow_eval: str | None = None) -> DataFrame:
+               fragment_ids=None, skip_report: str | None = None, arrow_eval: str | None = None,
+               key_filter=None) -> DataFrame:
     """The table at ``snapshot``'s version: ``columns`` (None = all) plus
     metadata columns, through the ``lance`` data source. With
     ``split_fragments=False`` each fragment is read whole by one task, in order
     (jobs that change fragments in the scan's own tasks rely on it).
     ``fragment_ids`` reads only those fragments. ``skip_report``: a file where
     the scan's planning writes what it reads after data skipping (see
-    :func:`skip_report`)."""
+    :func:`skip_report`). ``key_filter``: (column, filter bytes, ...) -- the
+    scan's tasks return only rows whose ``column`` the bloom filter
+    (:mod:`lance_ops.format.keyfilter`) may hold (a merge's target)."""
     register(spark)
     store = snapshot.store
     rows = snapshot.num_rows()
@@ -276,6 +279,10 @@ def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(R
         reader = reader.option("skipReport", skip_report)
     if arrow_eval:
         reader = reader.option("arrowEval", arrow_eval)
+    if key_filter is not None:
+        import base64
+
+        reader = reader.option("keyFilter", f"{key_filter[0]}:{base64.b64encode(key_filter[1]).decode()}")
     if fragment_ids is not None:
         reader = reader.option("fragmentIds", ",".join(str(i) for i in sorted(set(fragment_ids))))
     cols = snapshot.schema.names if columns is None else list(columns)

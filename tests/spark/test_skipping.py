@@ -454,3 +454,56 @@ def test_we_prune_with_pylance_btrees(spark, tmp_path, stable):
         assert _ids(t.toDF().where(p)) == sorted(r["id"] for r in flags if r[f"p{i}"]), p
     info = t.delete("id BETWEEN 20000 AND 20010")
     assert (info.metrics["numFragmentsScanned"], info.metrics["numDeletedRows"]) == (1, 10)
+
+
+def test_merge_probes_a_bloom_filter_of_source_keys(spark, tmp_path):
+    """More distinct source keys than an IN list takes: Spark builds a bloom
+    filter of them and the target scan's tasks drop the rows it rules out
+    before the join -- for integer (target int32, source int64), string
+    (unicode, empty), date and timestamp keys the merged tables equal
+    pylance's merge_insert; a direct read with the filter returns every key
+    and few others."""
+    import base64
+
+    from lance_ops.format import keyfilter
+
+    n = 9_000
+    ids = np.arange(n)
+    names = [("ü" * (i % 3)) + f"n{i}" for i in ids]
+    names[1], names[5] = "", None
+    base = pa.table({
+        "k": pa.array(ids, pa.int32()),
+        "name": pa.array(names, pa.string()),
+        "d": pa.array(ids, pa.int32()).cast(pa.date32()),
+        "ts": pa.array(ids * 1_000_001 - 5_000_000_000, pa.timestamp("us", "UTC")),
+        "v": pa.array(np.zeros(n)),
+    })
+    src_ids = np.arange(1, 2 * n, 4)  # 4500 keys (> MAX_KEY_SET), half beyond the table
+    src_names = [names[i] if i < n else f"new{i}" for i in src_ids]
+    src = pa.table({
+        "k": pa.array(src_ids, pa.int64()),
+        "name": pa.array(src_names, pa.string()),
+        "d": pa.array(src_ids, pa.int32()).cast(pa.date32()),
+        "ts": pa.array(src_ids * 1_000_001 - 5_000_000_000, pa.timestamp("us", "UTC")),
+        "v": pa.array(np.ones(len(src_ids))),
+    })
+    for key in ("k", "name", "d", "ts"):
+        ours, ref = str(tmp_path / f"o-{key}.lance"), str(tmp_path / f"r-{key}.lance")
+        lance.write_dataset(base, ours, max_rows_per_file=4000)
+        lance.write_dataset(base, ref, max_rows_per_file=4000)
+        t = LanceTable(spark, ours)
+        s_df = spark.createDataFrame(src.to_pandas(), schema="k long, name string, d date, ts timestamp, v double")
+        info = t.merge(s_df, f"t.{key} = s.{key}").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        r = (lance.dataset(ref).merge_insert(key).when_matched_update_all().when_not_matched_insert_all()
+             .execute(src.cast(base.schema)))
+        assert (info.metrics["numUpdatedRows"], info.metrics["numInsertedRows"]) == (
+            r["num_updated_rows"], r["num_inserted_rows"]), key
+        rows = lambda p: sorted(map(repr, lance.dataset(p).to_table().to_pylist()))  # noqa: E731
+        assert rows(ours) == rows(ref), key
+        assert "bloom filter of ~" in t.table.history(1)[0]["operationParameters"]["targetKeyRange"], key
+    # the filter in a plain read: every source key that is in the table, few others
+    f = keyfilter.build(pa.array(src_ids, pa.int64()), keyfilter.filter_size(len(src_ids)))
+    got = (spark.read.format("lance").option("keyFilter", f"k:{base64.b64encode(f).decode()}")
+           .load(str(tmp_path / "r-d.lance")).where(f"k < {n}").select("k").collect())
+    got = {r[0] for r in got}
+    assert set(src_ids[src_ids < n].tolist()) <= got and len(got) < n // 4 + 300
