@@ -27,6 +27,10 @@ MERGE_ROWS = 100_000
 #: run in the same interleaved rounds as the default (Arrow) path.
 SPARK_PATH = "lance_ops (Spark path)"
 ARROW_CONF = "spark.lance_ops.arrowEval.enabled"
+#: The merge again without the target scan's bloom filter of source keys
+#: (``spark.lance_ops.merge.keyFilter.enabled=false``), same rounds.
+NO_KEY_FILTER = "lance_ops (no key filter)"
+KEY_FILTER_CONF = "spark.lance_ops.merge.keyFilter.enabled"
 
 
 def run(ctx: Context) -> Section:
@@ -34,6 +38,7 @@ def run(ctx: Context) -> Section:
     section = Section(TITLE, _description(ds, ctx))
     bases = data.engine_tables(ctx.spark, ds)
     bases[SPARK_PATH] = bases["lance_ops"]  # the same table, its SQL evaluated by Spark
+    bases[NO_KEY_FILTER] = bases["lance_ops"]
     paths = {k: ctx.scratch(f"dml-{k}") for k in bases}
     source = _merge_source(ctx, ds)
 
@@ -72,11 +77,8 @@ def run(ctx: Context) -> Section:
             "delta-rs": lambda: _delta(paths["delta-rs"]).update(updates={"f0": "f0 + 1"}, predicate=UPDATE),
         },
         f"merge upsert of {MERGE_ROWS // 1000}k rows (half new)": {
-            "lance_ops": lambda: LanceTable(spark, paths["lance_ops"])
-            .merge(spark.read.parquet(source["parquet"]), "t.id = s.id")
-            .whenMatchedUpdateAll()
-            .whenNotMatchedInsertAll()
-            .execute(),
+            "lance_ops": lambda: _merge(spark, paths["lance_ops"], source),
+            NO_KEY_FILTER: lambda: _merge(spark, paths[NO_KEY_FILTER], source, key_filter=False),
             "pylance": lambda: lance.dataset(paths["pylance"])
             .merge_insert("id")
             .when_matched_update_all()
@@ -96,6 +98,10 @@ def run(ctx: Context) -> Section:
         notes += f"; delta-rs {t['delta-rs']}s"
         section.add(Result(name, t["lance_ops"], "pylance", t["pylance"], "time", GOAL, notes))
         section.add(Result(f"{name} (vs delta-rs)", t["lance_ops"], "delta-rs", t["delta-rs"], "time"))
+        if NO_KEY_FILTER in t:
+            section.add(Result(f"{name}: key filter vs none", t["lance_ops"], "lance_ops without the key filter",
+                               t[NO_KEY_FILTER], "time",
+                               notes="the target scan's tasks drop rows no source key can match (bloom filter)"))
         if SPARK_PATH in t:
             section.add(Result(f"{name}: Arrow path vs Spark path", t["lance_ops"], "lance_ops Spark path",
                                t[SPARK_PATH], "time",
@@ -122,10 +128,22 @@ lance_ops (created by lance_ops) and pylance (created by pylance), and as a Delt
   Parquet, the peers from the same rows in memory.
 
 delete and update also run with `spark.lance_ops.arrowEval.enabled=false` in the same rounds ("Arrow path vs
-Spark path": lance_ops' default, Arrow-evaluated run / the Spark-evaluated run).
+Spark path": lance_ops' default, Arrow-evaluated run / the Spark-evaluated run); the merge also runs with
+`spark.lance_ops.merge.keyFilter.enabled=false` ("key filter vs none": its 100k source keys are too many for an
+`IN` list, so by default the target scan probes a bloom filter of them).
 
 Ratios: *time* = lance_ops seconds / peer seconds (goal ≤ {GOAL:g} vs pylance). Best of {ctx.repeat} runs.
 Bytes written = growth of the table directory."""
+
+
+def _merge(spark, path: str, source: dict, key_filter: bool = True):
+    if not key_filter:
+        spark.conf.set(KEY_FILTER_CONF, "false")
+    try:
+        return (LanceTable(spark, path).merge(spark.read.parquet(source["parquet"]), "t.id = s.id")
+                .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+    finally:
+        spark.conf.unset(KEY_FILTER_CONF)
 
 
 def _delta(path):
