@@ -363,7 +363,7 @@ class MergePlan:
         if NOT_MATCHED_BY_SOURCE not in self.kinds:
             keys = [(t, s) for t, s in equi_keys(describe(self.condition), self.table_cols, src.columns) if t in on_disk]
         use_filter = str(self.spark.conf.get("spark.lance_ops.merge.keyFilter.enabled", "true")).lower() == "true"
-        return SourceBounds(src, keys, self.types, key_filter=use_filter)
+        return SourceBounds(src, keys, self.types, key_filter=use_filter, target_rows=self.disk.num_rows())
 
     def _target(self, narrow: list[str], bounds: SourceBounds) -> DataFrame:
         """The target rows the merge reads: columns ``narrow`` (+ row

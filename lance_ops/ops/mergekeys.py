@@ -159,6 +159,12 @@ def _literal(v, dtype: T.DataType):
 MAX_KEY_SET = 4096
 
 
+#: A bloom filter of source keys is built only for a target with at least
+#: this many rows per distinct source key: then it drops most target rows;
+#: with fewer its own Spark job costs more than it spares.
+KEY_FILTER_MIN_RATIO = 4
+
+
 def _settable(dtype: T.DataType) -> bool:
     """Key types whose values make exact Python literals for an IN list
     (timestamps stay a range: no local-time round trip)."""
@@ -171,7 +177,8 @@ class SourceBounds:
     then a ``distinct().limit(MAX_KEY_SET + 1)`` job: bounded, never the
     source itself), the key set."""
 
-    def __init__(self, source: DataFrame, keys: list[tuple[str, str]], target_types: dict, key_filter: bool = True):
+    def __init__(self, source: DataFrame, keys: list[tuple[str, str]], target_types: dict, key_filter: bool = True,
+                 target_rows: int | None = None):
         src_types = {f.name: f.dataType for f in source.schema.fields}
         self.keys = [(t, s) for t, s in keys if boundable(target_types[t], src_types[s])]
         self.types = {t: target_types[t] for t, _ in self.keys}
@@ -203,7 +210,8 @@ class SourceBounds:
         if key_filter and not self.key_sets and not self.matches_nothing:
             for i, (t, s) in enumerate(self.keys):
                 nd = names.get(f"nd{i}")
-                if nd is not None and filterable(target_types[t], src_types[s]):
+                if nd is not None and filterable(target_types[t], src_types[s]) and (
+                        target_rows is None or target_rows >= KEY_FILTER_MIN_RATIO * nd):
                     built = _source_key_filter(source, s, int(nd))
                     if built is not None:
                         self.key_filter = (t, built, int(nd))
