@@ -116,7 +116,7 @@ class _Decoder:
         if cls == "Literal":
             return _literal(n.get("value"), n["dataType"], self.tz)
         if cls == "Cast":
-            return _cast(kids[0], n["dataType"], mode)
+            return _cast(kids[0], n["dataType"], mode, n.get("timeZoneId") or self.tz)
         if cls in _ARITH:
             return _arith(_ARITH[cls], kids[0], kids[1], mode)
         if cls == "UnaryMinus":
@@ -153,7 +153,12 @@ class _Decoder:
             return X("case", _same(kids[1:]), tuple(kids), True)
         if cls == "Coalesce":
             return X("coalesce", _same(kids), tuple(kids))
-        raise Unsupported(cls)
+        out = _strings(cls, n, kids, mode)
+        if out is None:
+            out = _dates(cls, n, kids, self.tz)
+        if out is None:
+            raise Unsupported(cls)
+        return out
 
 
 def _type(t) -> str:
@@ -215,7 +220,7 @@ def _flatten(x: X, op: str) -> list[X]:
 _CASTS_TO_STRING = INTS + ("boolean",)
 
 
-def _cast(c: X, to: str, mode) -> X:
+def _cast(c: X, to: str, mode, tz: str = "UTC") -> X:
     if to == c.type:
         return c
     to = _type(to)
@@ -234,12 +239,162 @@ def _cast(c: X, to: str, mode) -> X:
         # Spark's optimizer (SimplifyCasts) drops the middle of a chain of
         # "widening" numeric casts -- even long -> float -> double, which
         # rounds: evaluate what Spark runs.
-        return _cast(c.args[0], to, mode)
+        return _cast(c.args[0], to, mode, tz)
+    if c.type in _DATETIME or to in _DATETIME:
+        return _datetime_cast(c, to, mode, tz)
     ok = (c.type in NUMERIC + ("boolean",) and to in NUMERIC + ("boolean",)) or (
         to == "string" and c.type in _CASTS_TO_STRING)
     if not ok:
         raise Unsupported(f"cast {c.type} to {to}")
     return X("cast", to, (c,), ansi=_mode(mode))
+
+
+_DATETIME = ("date", "timestamp", "timestamp_ntz")
+
+
+def _datetime_cast(c: X, to: str, mode, tz: str) -> X:
+    """Casts among date / timestamp / timestamp_ntz and from them to string.
+    Anything reading or writing a TIMESTAMP's wall clock needs the zone's
+    offset: only fixed-offset zones (UTC and +hh:mm) are in the subset
+    (region zones: DST gaps and overlaps, tz database versions -> Spark).
+    Strings -> dates / timestamps stay on Spark (its lenient parser)."""
+    src = c.type
+    if src not in _DATETIME or to not in _DATETIME + ("string",):
+        raise Unsupported(f"cast {src} to {to}")
+    _mode(mode)
+    zoned = "timestamp" in (src, to)
+    offset = fixed_offset_micros(tz) if zoned else 0
+    return X("dtcast", to, (c,), offset)
+
+
+def fixed_offset_micros(tz: str) -> int:
+    """The session zone's offset from UTC in microseconds, for UTC and
+    fixed-offset zones; region zones raise Unsupported."""
+    if tz in _UTC_NAMES:
+        return 0
+    m = re.fullmatch(r"(?:UTC|GMT)?([+-])(\d{2}):?(\d{2})", tz or "")
+    if not m:
+        raise Unsupported(f"session time zone {tz} (not a fixed offset)")
+    sign = -1 if m.group(1) == "-" else 1
+    return sign * (int(m.group(2)) * 3600 + int(m.group(3)) * 60) * 1_000_000
+
+
+# ------------------------------------------------------------------ strings
+_STR_FN = {"Upper": "upper", "Lower": "lower"}
+_STR_PRED = {"StartsWith": "startswith", "EndsWith": "endswith", "Contains": "contains"}
+_TRIM = {"StringTrim": "both", "StringTrimLeft": "left", "StringTrimRight": "right"}
+
+
+def _strings(cls: str, n: dict, kids: list, mode) -> X | None:
+    """String functions on the default (UTF8_BINARY) collation; None: not one."""
+    if cls in _STR_FN:
+        _strs(kids)
+        return X("strfn", "string", tuple(kids), _STR_FN[cls])
+    if cls == "Length":
+        _strs(kids)
+        return X("length", "integer", tuple(kids))
+    if cls in _STR_PRED:
+        _strs(kids)
+        return X("strpred", "boolean", tuple(kids), _STR_PRED[cls])
+    if cls == "Concat":
+        if not kids:
+            raise Unsupported("concat()")
+        _strs(kids)
+        return X("concat", "string", tuple(kids))
+    if cls in _TRIM:
+        _strs(kids)
+        if len(kids) == 2 and kids[1].kind != "lit":
+            raise Unsupported("trim characters from a column")
+        return X("trim", "string", tuple(kids), _TRIM[cls])
+    if cls == "Substring":
+        s, pos, ln = kids
+        _strs([s])
+        for k in (pos, ln):
+            if k.type not in ("integer", "void"):
+                raise Unsupported(f"substring position of type {k.type}")
+        return X("substr", "string", tuple(kids))
+    if cls in ("Like", "ILike"):
+        s, pat = kids
+        _strs(kids)
+        if pat.kind != "lit":
+            raise Unsupported("LIKE with a pattern from a column")
+        escape = mode if isinstance(mode, str) and len(mode) == 1 else None
+        if escape is None:
+            raise Unsupported("LIKE without its escape character")
+        if pat.value is None:
+            return X("lit", "boolean", value=None)
+        text = pat.value
+        if cls == "ILike":
+            s = X("strfn", "string", (s,), "lower")
+            text = text.lower()
+        return X("like", "boolean", (s,), like_regex(text, escape))
+    return None
+
+
+def _strs(kids) -> None:
+    for k in kids:
+        if k.type not in ("string", "void"):
+            raise Unsupported(f"{k.type} as a string")
+
+
+def like_regex(pattern: str, escape: str) -> str:
+    """Spark's ``StringUtils.escapeLikeRegex`` as an RE2 pattern matched
+    against the whole value: ``_`` is one code point, ``%`` any run (newlines
+    too), the escape character may precede only ``_``, ``%`` or itself (else
+    Spark raises INVALID_FORMAT: outside the subset)."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        i += 1
+        if c == escape:
+            if i == len(pattern):
+                raise Unsupported("LIKE pattern ends with the escape character")
+            c = pattern[i]
+            i += 1
+            if c not in ("_", "%", escape):
+                raise Unsupported("LIKE escape before an ordinary character")
+            out.append(_re_literal(c))
+        elif c == "_":
+            out.append(".")
+        elif c == "%":
+            out.append(".*")
+        else:
+            out.append(_re_literal(c))
+    return "^(?s:" + "".join(out) + ")$"
+
+
+def _re_literal(c: str) -> str:
+    return c if c.isascii() and c.isalnum() else "\\x{%x}" % ord(c)
+
+
+# -------------------------------------------------------------------- dates
+_FIELDS = {"Year": "year", "Month": "month", "DayOfMonth": "day"}
+
+
+def _dates(cls: str, n: dict, kids: list, tz: str) -> X | None:
+    if cls in _FIELDS:
+        _typed(kids, ("date",))
+        return X("datefield", "integer", tuple(kids), _FIELDS[cls])
+    if cls in ("DateAdd", "DateSub"):
+        d, days = kids
+        _typed([d], ("date",))
+        _typed([days], ("byte", "short", "integer"))
+        return X("dateadd", "date", (d, days), 1 if cls == "DateAdd" else -1)
+    if cls == "DateDiff":
+        _typed(kids, ("date",))
+        return X("datediff", "integer", tuple(kids))
+    if cls == "ParseToDate":
+        if len(kids) != 1 or kids[0].type not in _DATETIME:
+            raise Unsupported("to_date of a string / with a format")
+        return _cast(kids[0], "date", "ANSI" if n.get("ansiEnabled") else "LEGACY", n.get("timeZoneId") or tz)
+    return None
+
+
+def _typed(kids, types) -> None:
+    for k in kids:
+        if k.type not in types + ("void",):
+            raise Unsupported(f"{k.type} where {types} is expected")
 
 
 _PRECEDENCE = ("byte", "short", "integer", "long", "float", "double")
@@ -283,6 +438,8 @@ def _literal(v, dtype: str, tz: str) -> X:
         return X("lit", t, value=str(v))
     if t == "date":
         return X("lit", t, value=datetime.date.fromisoformat(v))
+    if t == "timestamp_ntz" and re.fullmatch(r"-?\d+", str(v)):
+        return X("lit", t, value=int(v))  # (TIMESTAMP_NTZ literals print as their microseconds)
     # timestamps: printed as a wall clock (the session zone for TIMESTAMP)
     wall = _wall(v)
     if t == "timestamp_ntz":

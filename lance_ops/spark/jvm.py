@@ -130,7 +130,7 @@ def analyzed_json(df) -> str | None:
     :mod:`lance_ops.arrow_eval.catalyst`: ``exprs`` (each projected
     expression as ``toJSON``'s flattened pre-order node list), ``modes`` (per
     node, pre-order, its class and ``evalMode`` -- ANSI / LEGACY / TRY --
-    which the JSON serializes as null), ``timeZone`` (the session zone the
+    which the JSON serializes as null; for LIKE / ILIKE its escape character), ``timeZone`` (the session zone the
     timestamp literals print in) and ``ansi``. None under Spark Connect (no
     analyzed plan object: the caller evaluates with Spark) or when the plan
     is not a single Project."""
@@ -155,6 +155,8 @@ def analyzed_json(df) -> str | None:
                 mode = x.evalMode().toString()
             except Exception:
                 mode = "UNKNOWN"
+        elif name in ("Like", "ILike"):  # (the JSON drops the escape character too)
+            mode = str(x.escapeChar())
         out.append((name, mode))
         kids = x.children()
         for k in range(kids.size()):
