@@ -704,3 +704,54 @@ def test_analyzed_conditions_feed_data_skipping(spark, edge_table):
         Conjunct(long_col, ">", 3), Conjunct(long_col, "in", [5, 7])]
     assert conjuncts(f"{int_col} = 3000000000") == []  # (compared as bigint: not a column literal)
     assert conjuncts(f"{long_col} = {int_col}") == []
+
+
+# ---------------------------------------------------------------- backfill
+def test_backfill_both_paths_and_pylance(spark, tmp_path):
+    """Fragments appended without ``i32`` and ``s`` get them computed by SQL
+    (DataReplacement), then ``where`` recomputes some rows (REWRITE_COLUMNS):
+    the Arrow path and the Spark path write the same values, row ids and
+    lineage, read back by pylance; the ``where`` rewrite also matches
+    pylance's own update."""
+    src, base = str(tmp_path / "src.lance"), str(tmp_path / "base.lance")
+    lance.write_dataset(gen_table(4), src, max_rows_per_file=80)
+    lance.write_dataset(gen_table(3), base, max_rows_per_file=80, enable_stable_row_ids=True)
+    LanceTable(spark, base).append(spark.read.format("lance").load(src).drop("i32", "s"), allowMissingColumns=True)
+    a_path, s_path = str(tmp_path / "a.lance"), str(tmp_path / "s.lance")
+    shutil.copytree(base, a_path)
+    shutil.copytree(base, s_path)
+    fill = {"s": "concat(upper(CAST(i8 AS STRING)), '-', CAST(d AS STRING), substring(CAST(tn AS STRING), 1, 7))",
+            "i32": "CASE WHEN f64 > 0 THEN datediff(d, DATE'1970-01-01') ELSE CAST(i8 AS INT) * 2 END"}
+    where = ("s LIKE '%-19%' OR s ILIKE 'É%' OR s IS NULL", {"s": "lower(trim(s))", "i32": "year(d)"})
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        infos = {}
+        for path, arrow in ((a_path, True), (s_path, False)):
+            if not arrow:
+                spark.conf.set(CONF, "false")
+            try:
+                t = LanceTable(spark, path)
+                first = t.backfill(fill)
+                second = t.refresh().backfill(where[1], where=where[0])
+            finally:
+                spark.conf.unset(CONF)
+            infos[arrow] = (first, second)
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+    for info in infos[True]:
+        assert info.metrics["evaluation"] == "arrow"
+    for info in infos[False]:
+        assert info.metrics["evaluation"] == "spark"
+    assert infos[True][0].metrics["numBackfilledRows"] == infos[False][0].metrics["numBackfilledRows"] == N
+    assert infos[True][1].metrics["numBackfilledRows"] == infos[False][1].metrics["numBackfilledRows"] > 0
+    a, s = _full_rows(a_path), _full_rows(s_path)
+    assert a == s
+    filled = [r for r in a[1] if r["s"] is not None]
+    assert N < len(filled) < 2 * N  # (concat is NULL where a part is)
+    # the where rewrite against pylance's update of the same rows (values)
+    ref = str(tmp_path / "ref.lance")
+    shutil.copytree(a_path, ref)
+    LanceTable(spark, a_path).backfill({"s": "upper(s)"}, where="s LIKE '%-0%'")
+    lance.dataset(ref).update({"s": "upper(s)"}, where="s LIKE '%-0%'")
+    got = lance.dataset(a_path).to_table(columns=["s"], with_row_id=True).sort_by("_rowid")
+    assert got == lance.dataset(ref).to_table(columns=["s"], with_row_id=True).sort_by("_rowid")
