@@ -25,6 +25,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from . import decimals as dec
+
 INTS = ("byte", "short", "integer", "long")
 FLOATS = ("float", "double")
 NUMERIC = INTS + FLOATS
@@ -70,7 +72,8 @@ def decode(doc: str | dict) -> list[X]:
     if isinstance(doc, str):
         doc = json.loads(doc)
     tz = doc.get("timeZone") or "UTC"
-    return [_Decoder(nodes, modes, tz).run() for nodes, modes in zip(doc["exprs"], doc["modes"])]
+    loss = doc.get("allowPrecisionLoss")
+    return [_Decoder(nodes, modes, tz, loss).run() for nodes, modes in zip(doc["exprs"], doc["modes"])]
 
 
 def try_decode(doc) -> list[X] | None:
@@ -81,15 +84,14 @@ def try_decode(doc) -> list[X] | None:
 
 
 class _Decoder:
-    def __init__(self, nodes: list, modes: list, tz: str):
+    def __init__(self, nodes: list, modes: list, tz: str, allow_precision_loss=None):
         if len(nodes) != len(modes):
             raise Unsupported("plan and modes disagree")
         self.nodes, self.modes, self.tz, self.pos = nodes, modes, tz, 0
+        self.loss = allow_precision_loss
 
     def run(self) -> X:
         out = self.take()
-        if out.type == "decimal":
-            raise Unsupported("decimal")
         if self.pos != len(self.nodes):
             raise Unsupported("trailing nodes")
         return out
@@ -103,8 +105,6 @@ class _Decoder:
         if mode_cls != cls:
             raise Unsupported(f"node order: {cls} vs {mode_cls}")
         kids = [self.take() for _ in range(int(n["num-children"]))]
-        if cls not in ("Cast", "Alias") and any(k.type == "decimal" for k in kids):
-            raise Unsupported("decimal")  # (a decimal literal only as the operand of a cast to double)
         return self.build(cls, n, kids, mode)
 
     def build(self, cls: str, n: dict, kids: list, mode) -> X:
@@ -118,9 +118,13 @@ class _Decoder:
         if cls == "Cast":
             return _cast(kids[0], n["dataType"], mode, n.get("timeZoneId") or self.tz)
         if cls in _ARITH:
+            if dec.parse(kids[0].type) or dec.parse(kids[1].type):
+                return _decimal_arith(_ARITH[cls], kids[0], kids[1], mode, self.loss)
             return _arith(_ARITH[cls], kids[0], kids[1], mode)
         if cls == "UnaryMinus":
             c = kids[0]
+            if dec.parse(c.type):
+                return X("neg", c.type, (c,))  # (values over 34 digits: vector flags them)
             if c.type not in ARITH_TYPES:
                 raise Unsupported(c.type)
             return X("neg", c.type, (c,), ansi=bool(n.get("failOnError")))
@@ -164,7 +168,26 @@ class _Decoder:
 def _type(t) -> str:
     if t in TYPES:
         return t
+    d = dec.parse(t)
+    if d and 0 <= d[1] <= d[0] <= dec.MAX_PRECISION:
+        return t
     raise Unsupported(t)
+
+
+def _decimal_arith(op: str, a: X, b: X, mode, allow_precision_loss) -> X:
+    """Decimal ``+ - * /`` (the analyzer has made both sides decimals); the
+    result type is Spark's DecimalPrecision with allowPrecisionLoss, which
+    the analyzed document must confirm."""
+    ansi = _mode(mode)
+    pa_, pb = dec.parse(a.type), dec.parse(b.type)
+    if not (pa_ and pb):
+        raise Unsupported(f"{a.type} {op} {b.type}")
+    if op not in ("+", "-", "*", "/"):
+        raise Unsupported(f"decimal {op}")
+    if allow_precision_loss is not True:
+        raise Unsupported("decimal arithmetic without spark.sql.decimalOperations.allowPrecisionLoss")
+    p, s = dec.result_type(op, pa_, pb)
+    return X("decarith", dec.name(p, s), (a, b), op, ansi)
 
 
 def _bools(kids) -> None:
@@ -224,15 +247,8 @@ def _cast(c: X, to: str, mode, tz: str = "UTC") -> X:
     if to == c.type:
         return c
     to = _type(to)
-    if c.kind == "lit" and c.type == "decimal":
-        # Decimal.toDouble of a compact decimal (precision <= 18):
-        # unscaled.toDouble / 10^scale -- exact operands, one rounding.
-        if to != "double":
-            raise Unsupported(f"decimal literal to {to}")
-        unscaled, scale = c.value
-        if abs(unscaled) >= 2**53:
-            raise Unsupported("decimal literal beyond 2^53")
-        return X("lit", "double", value=float(unscaled) / float(10**scale))
+    if dec.parse(c.type) or dec.parse(to):
+        return _decimal_cast(c, to, mode)
     if c.type == "void":
         return X("lit", to, value=None)
     if c.kind == "cast" and _wider(c.args[0].type, c.type) and _wider(c.type, to):
@@ -250,6 +266,19 @@ def _cast(c: X, to: str, mode, tz: str = "UTC") -> X:
 
 
 _DATETIME = ("date", "timestamp", "timestamp_ntz")
+
+
+def _decimal_cast(c: X, to: str, mode) -> X:
+    """Casts decimal -> decimal (HALF_UP, overflow NULL / error), integers ->
+    decimal, decimal -> integers (truncation; wraps / CAST_OVERFLOW) and
+    decimal -> double. Doubles -> decimal (Java 17's ``Double.toString``
+    digits), strings and booleans stay on Spark."""
+    if c.type == "void":
+        return X("lit", to, value=None)
+    src = dec.parse(c.type)
+    if src and dec.parse(to) or (c.type in INTS and dec.parse(to)) or (src and to in INTS + ("double",)):
+        return X("deccast", to, (c,), ansi=_mode(mode))
+    raise Unsupported(f"cast {c.type} to {to}")
 
 
 def _datetime_cast(c: X, to: str, mode, tz: str) -> X:
@@ -408,19 +437,18 @@ def _wider(a: str, b: str) -> bool:
 def _literal(v, dtype: str, tz: str) -> X:
     m = _DECIMAL.fullmatch(dtype or "")
     if m:
+        t = _type(dtype)
         if v is None:
-            raise Unsupported("decimal null")
-        precision, scale = int(m.group(1)), int(m.group(2))
-        if precision > 18:
-            raise Unsupported("wide decimal literal")
+            return X("lit", t, value=None)
+        scale = int(m.group(2))
         text = str(v)
         neg = text.startswith("-")
         whole, _, frac = text.lstrip("-").partition(".")
         frac = frac.ljust(scale, "0")
         if len(frac) != scale or not (whole + frac).isdigit():
-            raise Unsupported(text)
+            raise Unsupported(text)  # (e.g. scientific notation)
         unscaled = int(whole + frac) * (-1 if neg else 1)
-        return X("lit", "decimal", value=(unscaled, scale))
+        return X("lit", t, value=unscaled)
     if dtype == "void":
         return X("lit", "void", value=None)
     t = _type(dtype)

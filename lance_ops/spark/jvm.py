@@ -172,6 +172,7 @@ def analyzed_json(df) -> str | None:
         "modes": modes,
         "timeZone": conf.get("spark.sql.session.timeZone", None),
         "ansi": str(conf.get("spark.sql.ansi.enabled", "false")).lower() == "true",
+        "allowPrecisionLoss": str(conf.get("spark.sql.decimalOperations.allowPrecisionLoss", "true")).lower() == "true",
     })
 
 
