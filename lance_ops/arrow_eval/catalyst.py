@@ -101,11 +101,17 @@ class _Decoder:
         n = self.nodes[i]
         self.pos += 1
         cls = n["class"].rsplit(".", 1)[-1]
-        mode_cls, mode = self.modes[i]
+        mode_cls, mode, *typed = self.modes[i]
         if mode_cls != cls:
             raise Unsupported(f"node order: {cls} vs {mode_cls}")
         kids = [self.take() for _ in range(int(n["num-children"]))]
-        return self.build(cls, n, kids, mode)
+        out = self.build(cls, n, kids, mode)
+        if typed and dec.parse(out.type) and typed[0] != out.type:
+            # Spark's own result type wins (it says how the result is rounded)
+            if not dec.parse(typed[0]):
+                raise Unsupported(f"{cls}: {typed[0]} vs {out.type}")
+            out = X(out.kind, _type(typed[0]), out.args, out.value, out.ansi)
+        return out
 
     def build(self, cls: str, n: dict, kids: list, mode) -> X:
         if cls == "Alias":
@@ -318,7 +324,7 @@ def _strings(cls: str, n: dict, kids: list, mode) -> X | None:
     """String functions on the default (UTF8_BINARY) collation; None: not one."""
     if cls in _STR_FN:
         _strs(kids)
-        return X("strfn", "string", tuple(kids), _STR_FN[cls])
+        return _case_fn(kids[0], _STR_FN[cls])
     if cls == "Length":
         _strs(kids)
         return X("length", "integer", tuple(kids))
@@ -354,10 +360,19 @@ def _strings(cls: str, n: dict, kids: list, mode) -> X | None:
             return X("lit", "boolean", value=None)
         text = pat.value
         if cls == "ILike":
-            s = X("strfn", "string", (s,), "lower")
+            s = _case_fn(s, "lower")
             text = text.lower()
         return X("like", "boolean", (s,), like_regex(text, escape))
     return None
+
+
+def _case_fn(c: X, fn: str) -> X:
+    """upper / lower of ``c``; of an upper / lower, of its argument: Spark's
+    optimizer (SimplifyCaseConversionExpressions) drops the inner one, which
+    changes results beyond ASCII (``upper(lower('İ'))`` is ``upper('İ')``)."""
+    if c.kind == "strfn" and c.value in ("upper", "lower"):
+        c = c.args[0]
+    return X("strfn", "string", (c,), fn)
 
 
 def _strs(kids) -> None:

@@ -143,7 +143,8 @@ class _Eval:
         (a, ea), (b, eb) = self.ev(x.args[0]), self.ev(x.args[1])
         t = x.args[0].type if x.args[0].type != "void" else x.args[1].type
         va_ok, vb_ok = _valid(a, self.n), _valid(b, self.n)
-        err = _merge(ea, np.where(va_ok, eb, 0))
+        # (<=> evaluates both sides; the others skip the right one after a null)
+        err = _merge(ea, eb if x.value == "<=>" else np.where(va_ok, eb, 0))
         if t == "void":
             if x.value == "<=>":
                 return pa.array(np.ones(self.n, bool)), err

@@ -130,7 +130,8 @@ def analyzed_json(df) -> str | None:
     :mod:`lance_ops.arrow_eval.catalyst`: ``exprs`` (each projected
     expression as ``toJSON``'s flattened pre-order node list), ``modes`` (per
     node, pre-order, its class and ``evalMode`` -- ANSI / LEGACY / TRY --
-    which the JSON serializes as null; for LIKE / ILIKE its escape character), ``timeZone`` (the session zone the
+    which the JSON serializes as null; for LIKE / ILIKE its escape character;
+    for arithmetic a third element, Spark's result type), ``timeZone`` (the session zone the
     timestamp literals print in) and ``ansi``. None under Spark Connect (no
     analyzed plan object: the caller evaluates with Spark) or when the plan
     is not a single Project."""
@@ -157,7 +158,10 @@ def analyzed_json(df) -> str | None:
                 mode = "UNKNOWN"
         elif name in ("Like", "ILike"):  # (the JSON drops the escape character too)
             mode = str(x.escapeChar())
-        out.append((name, mode))
+        if name in _TYPED:  # (and the result type of arithmetic)
+            out.append((name, mode, x.dataType().simpleString()))
+        else:
+            out.append((name, mode))
         kids = x.children()
         for k in range(kids.size()):
             walk(kids.apply(k), out)
@@ -178,6 +182,8 @@ def analyzed_json(df) -> str | None:
 
 #: Expression classes whose evaluation mode the JSON leaves out.
 _MODED = {"Cast", "Add", "Subtract", "Multiply", "Divide", "IntegralDivide", "Remainder", "Pmod", "Abs"}
+#: Expression classes whose result type the JSON leaves out (a third element).
+_TYPED = {"Add", "Subtract", "Multiply", "Divide", "IntegralDivide", "Remainder", "UnaryMinus"}
 
 
 def executed_plan(df) -> str | None:
