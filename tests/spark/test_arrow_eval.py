@@ -617,6 +617,8 @@ UPDATES = [  # (condition, set, pylance too)
      {"s": "concat(upper(s), '-', substring(s, -2, 2), trim(s))", "d": "date_sub(d, 1)",
       "ts": "CAST(date_add(CAST(ts AS DATE), 3) AS TIMESTAMP)"}, False),
     ("s LIKE 'a%' AND char_length(s) < 3", {"s": "lower(s)"}, True),
+    ("i32 > 0 OR dec < 0", {"f64": "CAST(i32 AS DECIMAL(12, 2)) * 1.5", "dec": "dec / 3 + CAST(i8 AS DECIMAL(5, 1))",
+                            "dw": "dw - 1.5"}, False),
 ]
 
 
@@ -687,7 +689,7 @@ def test_update_ansi_error_is_sparks(spark, tmp_path):
 
 
 @pytest.mark.parametrize("cond,values", [
-    ("i32 > 0", {"f64": "CAST(i32 AS DECIMAL(12, 2)) * 1.5"}),  # decimal arithmetic
+    ("f64 < 1000 AND f64 > -1000", {"f64": "CAST(CAST(f64 AS DECIMAL(12, 2)) AS DOUBLE)"}),  # double -> decimal
     ("i32 > 0", {"i32": "try_add(i32, 1)"}),           # TRY mode
     ("reverse(s) = 'A'", {"i32": "1"}),                # a function outside the subset
     ("i32 > 0", {"i64": "try_cast(s AS BIGINT)"}),
