@@ -60,6 +60,7 @@ class X:
         return out
 
 
+_SIMPLE = {"tinyint": "byte", "smallint": "short", "int": "integer", "bigint": "long"}  # (DataType.simpleString)
 _CMP = {"EqualTo": "=", "EqualNullSafe": "<=>", "LessThan": "<", "LessThanOrEqual": "<=", "GreaterThan": ">",
         "GreaterThanOrEqual": ">="}
 _ARITH = {"Add": "+", "Subtract": "-", "Multiply": "*", "Divide": "/", "IntegralDivide": "div", "Remainder": "%"}
@@ -106,11 +107,12 @@ class _Decoder:
             raise Unsupported(f"node order: {cls} vs {mode_cls}")
         kids = [self.take() for _ in range(int(n["num-children"]))]
         out = self.build(cls, n, kids, mode)
-        if typed and dec.parse(out.type) and typed[0] != out.type:
-            # Spark's own result type wins (it says how the result is rounded)
-            if not dec.parse(typed[0]):
-                raise Unsupported(f"{cls}: {typed[0]} vs {out.type}")
-            out = X(out.kind, _type(typed[0]), out.args, out.value, out.ansi)
+        spark_type = _SIMPLE.get(typed[0], typed[0]) if typed else out.type
+        if spark_type != out.type:
+            if not (dec.parse(out.type) and dec.parse(spark_type)):
+                raise Unsupported(f"{cls}: Spark says {spark_type}, the decoder {out.type}")
+            # Spark's own decimal result type wins (it says how the result is rounded)
+            out = X(out.kind, _type(spark_type), out.args, out.value, out.ansi)
         return out
 
     def build(self, cls: str, n: dict, kids: list, mode) -> X:
