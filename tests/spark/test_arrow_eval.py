@@ -827,6 +827,20 @@ def test_backfill_both_paths_and_pylance(spark, tmp_path):
     assert a == s
     filled = [r for r in a[1] if r["s"] is not None]
     assert N < len(filled) < 2 * N  # (concat is NULL where a part is)
+    # where over fragments that lack the columns (filled: NULL where it is not true)
+    fresh = {}
+    for arrow in (True, False):
+        path = str(tmp_path / f"fresh{arrow}.lance")
+        shutil.copytree(base, path)
+        if not arrow:
+            spark.conf.set(CONF, "false")
+        try:
+            info = LanceTable(spark, path).backfill({"s": "upper(CAST(d AS STRING))"}, where="year(d) > 1969")
+        finally:
+            spark.conf.unset(CONF)
+        assert info.metrics["evaluation"] == ("arrow" if arrow else "spark")
+        fresh[arrow] = _full_rows(path)
+    assert fresh[True] == fresh[False]
     # the where rewrite against pylance's update of the same rows (values)
     ref = str(tmp_path / "ref.lance")
     shutil.copytree(a_path, ref)
