@@ -25,6 +25,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from . import decimals as dec
+
 INTS = ("byte", "short", "integer", "long")
 FLOATS = ("float", "double")
 NUMERIC = INTS + FLOATS
@@ -58,6 +60,7 @@ class X:
         return out
 
 
+_SIMPLE = {"tinyint": "byte", "smallint": "short", "int": "integer", "bigint": "long"}  # (DataType.simpleString)
 _CMP = {"EqualTo": "=", "EqualNullSafe": "<=>", "LessThan": "<", "LessThanOrEqual": "<=", "GreaterThan": ">",
         "GreaterThanOrEqual": ">="}
 _ARITH = {"Add": "+", "Subtract": "-", "Multiply": "*", "Divide": "/", "IntegralDivide": "div", "Remainder": "%"}
@@ -70,7 +73,8 @@ def decode(doc: str | dict) -> list[X]:
     if isinstance(doc, str):
         doc = json.loads(doc)
     tz = doc.get("timeZone") or "UTC"
-    return [_Decoder(nodes, modes, tz).run() for nodes, modes in zip(doc["exprs"], doc["modes"])]
+    loss = doc.get("allowPrecisionLoss")
+    return [_Decoder(nodes, modes, tz, loss).run() for nodes, modes in zip(doc["exprs"], doc["modes"])]
 
 
 def try_decode(doc) -> list[X] | None:
@@ -81,15 +85,14 @@ def try_decode(doc) -> list[X] | None:
 
 
 class _Decoder:
-    def __init__(self, nodes: list, modes: list, tz: str):
+    def __init__(self, nodes: list, modes: list, tz: str, allow_precision_loss=None):
         if len(nodes) != len(modes):
             raise Unsupported("plan and modes disagree")
         self.nodes, self.modes, self.tz, self.pos = nodes, modes, tz, 0
+        self.loss = allow_precision_loss
 
     def run(self) -> X:
         out = self.take()
-        if out.type == "decimal":
-            raise Unsupported("decimal")
         if self.pos != len(self.nodes):
             raise Unsupported("trailing nodes")
         return out
@@ -99,13 +102,18 @@ class _Decoder:
         n = self.nodes[i]
         self.pos += 1
         cls = n["class"].rsplit(".", 1)[-1]
-        mode_cls, mode = self.modes[i]
+        mode_cls, mode, *typed = self.modes[i]
         if mode_cls != cls:
             raise Unsupported(f"node order: {cls} vs {mode_cls}")
         kids = [self.take() for _ in range(int(n["num-children"]))]
-        if cls not in ("Cast", "Alias") and any(k.type == "decimal" for k in kids):
-            raise Unsupported("decimal")  # (a decimal literal only as the operand of a cast to double)
-        return self.build(cls, n, kids, mode)
+        out = self.build(cls, n, kids, mode)
+        spark_type = _SIMPLE.get(typed[0], typed[0]) if typed else out.type
+        if spark_type != out.type:
+            if not (dec.parse(out.type) and dec.parse(spark_type)):
+                raise Unsupported(f"{cls}: Spark says {spark_type}, the decoder {out.type}")
+            # Spark's own decimal result type wins (it says how the result is rounded)
+            out = X(out.kind, _type(spark_type), out.args, out.value, out.ansi)
+        return out
 
     def build(self, cls: str, n: dict, kids: list, mode) -> X:
         if cls == "Alias":
@@ -116,11 +124,15 @@ class _Decoder:
         if cls == "Literal":
             return _literal(n.get("value"), n["dataType"], self.tz)
         if cls == "Cast":
-            return _cast(kids[0], n["dataType"], mode)
+            return _cast(kids[0], n["dataType"], mode, n.get("timeZoneId") or self.tz)
         if cls in _ARITH:
+            if dec.parse(kids[0].type) or dec.parse(kids[1].type):
+                return _decimal_arith(_ARITH[cls], kids[0], kids[1], mode, self.loss)
             return _arith(_ARITH[cls], kids[0], kids[1], mode)
         if cls == "UnaryMinus":
             c = kids[0]
+            if dec.parse(c.type):
+                return X("neg", c.type, (c,))  # (values over 34 digits: vector flags them)
             if c.type not in ARITH_TYPES:
                 raise Unsupported(c.type)
             return X("neg", c.type, (c,), ansi=bool(n.get("failOnError")))
@@ -153,13 +165,37 @@ class _Decoder:
             return X("case", _same(kids[1:]), tuple(kids), True)
         if cls == "Coalesce":
             return X("coalesce", _same(kids), tuple(kids))
-        raise Unsupported(cls)
+        out = _strings(cls, n, kids, mode)
+        if out is None:
+            out = _dates(cls, n, kids, self.tz)
+        if out is None:
+            raise Unsupported(cls)
+        return out
 
 
 def _type(t) -> str:
     if t in TYPES:
         return t
+    d = dec.parse(t)
+    if d and 0 <= d[1] <= d[0] <= dec.MAX_PRECISION:
+        return t
     raise Unsupported(t)
+
+
+def _decimal_arith(op: str, a: X, b: X, mode, allow_precision_loss) -> X:
+    """Decimal ``+ - * /`` (the analyzer has made both sides decimals); the
+    result type is Spark's DecimalPrecision with allowPrecisionLoss, which
+    the analyzed document must confirm."""
+    ansi = _mode(mode)
+    pa_, pb = dec.parse(a.type), dec.parse(b.type)
+    if not (pa_ and pb):
+        raise Unsupported(f"{a.type} {op} {b.type}")
+    if op not in ("+", "-", "*", "/"):
+        raise Unsupported(f"decimal {op}")
+    if allow_precision_loss is not True:
+        raise Unsupported("decimal arithmetic without spark.sql.decimalOperations.allowPrecisionLoss")
+    p, s = dec.result_type(op, pa_, pb)
+    return X("decarith", dec.name(p, s), (a, b), op, ansi)
 
 
 def _bools(kids) -> None:
@@ -215,31 +251,196 @@ def _flatten(x: X, op: str) -> list[X]:
 _CASTS_TO_STRING = INTS + ("boolean",)
 
 
-def _cast(c: X, to: str, mode) -> X:
+def _cast(c: X, to: str, mode, tz: str = "UTC") -> X:
     if to == c.type:
         return c
     to = _type(to)
-    if c.kind == "lit" and c.type == "decimal":
-        # Decimal.toDouble of a compact decimal (precision <= 18):
-        # unscaled.toDouble / 10^scale -- exact operands, one rounding.
-        if to != "double":
-            raise Unsupported(f"decimal literal to {to}")
-        unscaled, scale = c.value
-        if abs(unscaled) >= 2**53:
-            raise Unsupported("decimal literal beyond 2^53")
-        return X("lit", "double", value=float(unscaled) / float(10**scale))
+    if dec.parse(c.type) or dec.parse(to):
+        return _decimal_cast(c, to, mode)
     if c.type == "void":
         return X("lit", to, value=None)
     if c.kind == "cast" and _wider(c.args[0].type, c.type) and _wider(c.type, to):
         # Spark's optimizer (SimplifyCasts) drops the middle of a chain of
         # "widening" numeric casts -- even long -> float -> double, which
         # rounds: evaluate what Spark runs.
-        return _cast(c.args[0], to, mode)
+        return _cast(c.args[0], to, mode, tz)
+    if c.type in _DATETIME or to in _DATETIME:
+        return _datetime_cast(c, to, mode, tz)
     ok = (c.type in NUMERIC + ("boolean",) and to in NUMERIC + ("boolean",)) or (
         to == "string" and c.type in _CASTS_TO_STRING)
     if not ok:
         raise Unsupported(f"cast {c.type} to {to}")
     return X("cast", to, (c,), ansi=_mode(mode))
+
+
+_DATETIME = ("date", "timestamp", "timestamp_ntz")
+
+
+def _decimal_cast(c: X, to: str, mode) -> X:
+    """Casts decimal -> decimal (HALF_UP, overflow NULL / error), integers ->
+    decimal, decimal -> integers (truncation; wraps / CAST_OVERFLOW) and
+    decimal -> double. Doubles -> decimal (Java 17's ``Double.toString``
+    digits), strings and booleans stay on Spark."""
+    if c.type == "void":
+        return X("lit", to, value=None)
+    src = dec.parse(c.type)
+    if src and dec.parse(to) or (c.type in INTS and dec.parse(to)) or (src and to in INTS + ("double",)):
+        return X("deccast", to, (c,), ansi=_mode(mode))
+    raise Unsupported(f"cast {c.type} to {to}")
+
+
+def _datetime_cast(c: X, to: str, mode, tz: str) -> X:
+    """Casts among date / timestamp / timestamp_ntz and from them to string.
+    Anything reading or writing a TIMESTAMP's wall clock needs the zone's
+    offset: only fixed-offset zones (UTC and +hh:mm) are in the subset
+    (region zones: DST gaps and overlaps, tz database versions -> Spark).
+    Strings -> dates / timestamps stay on Spark (its lenient parser)."""
+    src = c.type
+    if src not in _DATETIME or to not in _DATETIME + ("string",):
+        raise Unsupported(f"cast {src} to {to}")
+    _mode(mode)
+    zoned = "timestamp" in (src, to)
+    offset = fixed_offset_micros(tz) if zoned else 0
+    return X("dtcast", to, (c,), offset)
+
+
+def fixed_offset_micros(tz: str) -> int:
+    """The session zone's offset from UTC in microseconds, for UTC and
+    fixed-offset zones; region zones raise Unsupported."""
+    if tz in _UTC_NAMES:
+        return 0
+    m = re.fullmatch(r"(?:UTC|GMT)?([+-])(\d{2}):?(\d{2})", tz or "")
+    if not m:
+        raise Unsupported(f"session time zone {tz} (not a fixed offset)")
+    sign = -1 if m.group(1) == "-" else 1
+    return sign * (int(m.group(2)) * 3600 + int(m.group(3)) * 60) * 1_000_000
+
+
+# ------------------------------------------------------------------ strings
+_STR_FN = {"Upper": "upper", "Lower": "lower"}
+_STR_PRED = {"StartsWith": "startswith", "EndsWith": "endswith", "Contains": "contains"}
+_TRIM = {"StringTrim": "both", "StringTrimLeft": "left", "StringTrimRight": "right"}
+
+
+def _strings(cls: str, n: dict, kids: list, mode) -> X | None:
+    """String functions on the default (UTF8_BINARY) collation; None: not one."""
+    if cls in _STR_FN:
+        _strs(kids)
+        return _case_fn(kids[0], _STR_FN[cls])
+    if cls == "Length":
+        _strs(kids)
+        return X("length", "integer", tuple(kids))
+    if cls in _STR_PRED:
+        _strs(kids)
+        return X("strpred", "boolean", tuple(kids), _STR_PRED[cls])
+    if cls == "Concat":
+        if not kids:
+            raise Unsupported("concat()")
+        _strs(kids)
+        return X("concat", "string", tuple(kids))
+    if cls in _TRIM:
+        _strs(kids)
+        if len(kids) == 2 and kids[1].kind != "lit":
+            raise Unsupported("trim characters from a column")
+        return X("trim", "string", tuple(kids), _TRIM[cls])
+    if cls == "Substring":
+        s, pos, ln = kids
+        _strs([s])
+        for k in (pos, ln):
+            if k.type not in ("integer", "void"):
+                raise Unsupported(f"substring position of type {k.type}")
+        return X("substr", "string", tuple(kids))
+    if cls in ("Like", "ILike"):
+        s, pat = kids
+        _strs(kids)
+        if pat.kind != "lit":
+            raise Unsupported("LIKE with a pattern from a column")
+        escape = mode if isinstance(mode, str) and len(mode) == 1 else None
+        if escape is None:
+            raise Unsupported("LIKE without its escape character")
+        if pat.value is None:
+            return X("lit", "boolean", value=None)
+        text = pat.value
+        if cls == "ILike":
+            s = _case_fn(s, "lower")
+            text = text.lower()
+        return X("like", "boolean", (s,), like_regex(text, escape))
+    return None
+
+
+def _case_fn(c: X, fn: str) -> X:
+    """upper / lower of ``c``; of an upper / lower, of its argument: Spark's
+    optimizer (SimplifyCaseConversionExpressions) drops the inner one, which
+    changes results beyond ASCII (``upper(lower('İ'))`` is ``upper('İ')``)."""
+    if c.kind == "strfn" and c.value in ("upper", "lower"):
+        c = c.args[0]
+    return X("strfn", "string", (c,), fn)
+
+
+def _strs(kids) -> None:
+    for k in kids:
+        if k.type not in ("string", "void"):
+            raise Unsupported(f"{k.type} as a string")
+
+
+def like_regex(pattern: str, escape: str) -> str:
+    """Spark's ``StringUtils.escapeLikeRegex`` as an RE2 pattern matched
+    against the whole value: ``_`` is one code point, ``%`` any run (newlines
+    too), the escape character may precede only ``_``, ``%`` or itself (else
+    Spark raises INVALID_FORMAT: outside the subset)."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        i += 1
+        if c == escape:
+            if i == len(pattern):
+                raise Unsupported("LIKE pattern ends with the escape character")
+            c = pattern[i]
+            i += 1
+            if c not in ("_", "%", escape):
+                raise Unsupported("LIKE escape before an ordinary character")
+            out.append(_re_literal(c))
+        elif c == "_":
+            out.append(".")
+        elif c == "%":
+            out.append(".*")
+        else:
+            out.append(_re_literal(c))
+    return "^(?s:" + "".join(out) + ")$"
+
+
+def _re_literal(c: str) -> str:
+    return c if c.isascii() and c.isalnum() else "\\x{%x}" % ord(c)
+
+
+# -------------------------------------------------------------------- dates
+_FIELDS = {"Year": "year", "Month": "month", "DayOfMonth": "day"}
+
+
+def _dates(cls: str, n: dict, kids: list, tz: str) -> X | None:
+    if cls in _FIELDS:
+        _typed(kids, ("date",))
+        return X("datefield", "integer", tuple(kids), _FIELDS[cls])
+    if cls in ("DateAdd", "DateSub"):
+        d, days = kids
+        _typed([d], ("date",))
+        _typed([days], ("byte", "short", "integer"))
+        return X("dateadd", "date", (d, days), 1 if cls == "DateAdd" else -1)
+    if cls == "DateDiff":
+        _typed(kids, ("date",))
+        return X("datediff", "integer", tuple(kids))
+    if cls == "ParseToDate":
+        if len(kids) != 1 or kids[0].type not in _DATETIME:
+            raise Unsupported("to_date of a string / with a format")
+        return _cast(kids[0], "date", "ANSI" if n.get("ansiEnabled") else "LEGACY", n.get("timeZoneId") or tz)
+    return None
+
+
+def _typed(kids, types) -> None:
+    for k in kids:
+        if k.type not in types + ("void",):
+            raise Unsupported(f"{k.type} where {types} is expected")
 
 
 _PRECEDENCE = ("byte", "short", "integer", "long", "float", "double")
@@ -253,19 +454,18 @@ def _wider(a: str, b: str) -> bool:
 def _literal(v, dtype: str, tz: str) -> X:
     m = _DECIMAL.fullmatch(dtype or "")
     if m:
+        t = _type(dtype)
         if v is None:
-            raise Unsupported("decimal null")
-        precision, scale = int(m.group(1)), int(m.group(2))
-        if precision > 18:
-            raise Unsupported("wide decimal literal")
+            return X("lit", t, value=None)
+        scale = int(m.group(2))
         text = str(v)
         neg = text.startswith("-")
         whole, _, frac = text.lstrip("-").partition(".")
         frac = frac.ljust(scale, "0")
         if len(frac) != scale or not (whole + frac).isdigit():
-            raise Unsupported(text)
+            raise Unsupported(text)  # (e.g. scientific notation)
         unscaled = int(whole + frac) * (-1 if neg else 1)
-        return X("lit", "decimal", value=(unscaled, scale))
+        return X("lit", t, value=unscaled)
     if dtype == "void":
         return X("lit", "void", value=None)
     t = _type(dtype)
@@ -283,6 +483,8 @@ def _literal(v, dtype: str, tz: str) -> X:
         return X("lit", t, value=str(v))
     if t == "date":
         return X("lit", t, value=datetime.date.fromisoformat(v))
+    if t == "timestamp_ntz" and re.fullmatch(r"-?\d+", str(v)):
+        return X("lit", t, value=int(v))  # (TIMESTAMP_NTZ literals print as their microseconds)
     # timestamps: printed as a wall clock (the session zone for TIMESTAMP)
     wall = _wall(v)
     if t == "timestamp_ntz":

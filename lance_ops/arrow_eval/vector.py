@@ -30,17 +30,33 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import decimals as dec
 from .catalyst import FLOATS, INTS, X
 
 DIVIDE_BY_ZERO, ARITHMETIC_OVERFLOW, CAST_OVERFLOW, REMAINDER_BY_ZERO = 1, 2, 3, 4
+NUMERIC_VALUE_OUT_OF_RANGE = 5
+#: Not an error of Spark's: a row holding a value this module does not
+#: render like Spark (a date beyond year 9999 or before year 0 as a string, a
+#: date too far out for a timestamp). The operation reruns on Spark, in
+#: either mode.
+OUTSIDE_SUBSET = 9
 ERRORS = {DIVIDE_BY_ZERO: "DIVIDE_BY_ZERO", ARITHMETIC_OVERFLOW: "ARITHMETIC_OVERFLOW", CAST_OVERFLOW: "CAST_OVERFLOW",
-          REMAINDER_BY_ZERO: "REMAINDER_BY_ZERO"}
+          REMAINDER_BY_ZERO: "REMAINDER_BY_ZERO", NUMERIC_VALUE_OUT_OF_RANGE: "NUMERIC_VALUE_OUT_OF_RANGE",
+          OUTSIDE_SUBSET: "OUTSIDE_SUBSET"}
 
-ARROW = {
+class _ArrowTypes(dict):
+    def __missing__(self, t: str) -> pa.DataType:
+        d = dec.parse(t)
+        if d is None:
+            raise KeyError(t)
+        return pa.decimal128(*d)
+
+
+ARROW = _ArrowTypes({
     "byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long": pa.int64(), "float": pa.float32(),
     "double": pa.float64(), "boolean": pa.bool_(), "string": pa.string(), "date": pa.date32(),
     "timestamp": pa.timestamp("us", tz="UTC"), "timestamp_ntz": pa.timestamp("us"), "void": pa.null(),
-}
+})
 NUMPY = {"byte": np.int8, "short": np.int16, "integer": np.int32, "long": np.int64, "float": np.float32,
          "double": np.float64}
 _BOUNDS = {t: (int(np.iinfo(NUMPY[t]).min), int(np.iinfo(NUMPY[t]).max)) for t in INTS}
@@ -95,6 +111,9 @@ class _Eval:
             return pa.array(np.full(self.n, x.value, np.int64)).cast(ARROW[x.type]), self.none
         if x.type in NUMPY:
             return pa.array(np.full(self.n, x.value, NUMPY[x.type]), ARROW[x.type]), self.none
+        d = dec.parse(x.type)
+        if d:
+            return dec.from_ints(np.full(self.n, x.value, object), np.ones(self.n, bool), *d), self.none
         return pa.array([x.value] * self.n, ARROW[x.type]), self.none
 
     def ev_isnull(self, x: X):
@@ -124,7 +143,8 @@ class _Eval:
         (a, ea), (b, eb) = self.ev(x.args[0]), self.ev(x.args[1])
         t = x.args[0].type if x.args[0].type != "void" else x.args[1].type
         va_ok, vb_ok = _valid(a, self.n), _valid(b, self.n)
-        err = _merge(ea, np.where(va_ok, eb, 0))
+        # (<=> evaluates both sides; the others skip the right one after a null)
+        err = _merge(ea, eb if x.value == "<=>" else np.where(va_ok, eb, 0))
         if t == "void":
             if x.value == "<=>":
                 return pa.array(np.ones(self.n, bool)), err
@@ -208,6 +228,14 @@ class _Eval:
 
     def ev_neg(self, x: X):
         a, err = self.ev(x.args[0])
+        d = dec.parse(x.type)
+        if d:
+            # Decimal.unary_- negates a Scala BigDecimal, which rounds to 34
+            # significant digits (MathContext.DECIMAL128): wider values are
+            # Spark's business (it rounds, or raises even outside ANSI)
+            v, ok = dec.to_ints(a), _valid(a, self.n)
+            wide = np.array([dec.digits(int(u)) > 34 for u in v], bool) & ok
+            return dec.from_ints(-v, ok & ~wide, *d), _merge(err, np.where(wide, OUTSIDE_SUBSET, 0))
         v, ok = self.num(a, x.type)
         r = -v
         if x.ansi and x.type in INTS:
@@ -290,6 +318,301 @@ class _Eval:
         mid = np.where(big | small, 0.0, tr).astype(np.int64)
         r = np.where(big, whi, np.where(small, wlo, mid)).astype(np.int64)
         return self.build(r.astype(NUMPY[wide]).astype(NUMPY[to]), ok, to), err
+
+
+    # ---------------------------------------------------------- decimals
+    def ev_decarith(self, x: X):
+        op, (p, s) = x.value, dec.parse(x.type)
+        (a, ea), (b, eb) = self.ev(x.args[0]), self.ev(x.args[1])
+        sa, sb = dec.parse(x.args[0].type)[1], dec.parse(x.args[1].type)[1]
+        a_ok, b_ok = _valid(a, self.n), _valid(b, self.n)
+        av, bv = dec.to_ints(a), dec.to_ints(b)
+        both = a_ok & b_ok
+        out = np.zeros(self.n, object)
+        ok = both.copy()
+        flag = np.zeros(self.n, np.int8)
+        if op == "/":
+            zero = b_ok & (bv == 0)
+            err = _merge(eb, np.where(b_ok & (x.ansi | ~zero), ea, 0))
+            if x.ansi:
+                err = _merge(err, np.where(both & zero, DIVIDE_BY_ZERO, 0))
+            ok &= ~zero
+        else:
+            err = _merge(ea, np.where(a_ok, eb, 0))
+        for i in np.flatnonzero(ok):
+            u, v = int(av[i]), int(bv[i])
+            doubt = False
+            if op in ("+", "-"):
+                m = max(sa, sb)
+                r = dec.rescale(u, sa, m) + (1 if op == "+" else -1) * dec.rescale(v, sb, m)
+                r = dec.rescale(r, m, s)
+            elif op == "*":
+                r, doubt = dec.product(u, v, sa + sb, s)
+            else:
+                r, doubt = dec.quotient(u, sa, v, sb, s)
+            if doubt:
+                flag[i] = OUTSIDE_SUBSET
+                ok[i] = False
+            elif not dec.fits(r, p):
+                ok[i] = False
+                if x.ansi:
+                    flag[i] = NUMERIC_VALUE_OUT_OF_RANGE
+            else:
+                out[i] = r
+        return dec.from_ints(out, ok, p, s), _merge(err, flag)
+
+    def ev_deccast(self, x: X):
+        c = x.args[0]
+        a, err = self.ev(c)
+        ok = _valid(a, self.n)
+        src, to = dec.parse(c.type), dec.parse(x.type)
+        flag = np.zeros(self.n, np.int8)
+        if src is None:  # integers -> decimal
+            vals = np.asarray(a.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), np.int64).astype(object)
+            src = (20, 0)
+        else:
+            vals = dec.to_ints(a)
+        if to is not None:
+            p, s = to
+            out = np.zeros(self.n, object)
+            good = ok.copy()
+            for i in np.flatnonzero(ok):
+                r = dec.rescale(int(vals[i]), src[1], s)
+                if dec.fits(r, p):
+                    out[i] = r
+                else:
+                    good[i] = False
+                    if x.ansi:
+                        flag[i] = NUMERIC_VALUE_OUT_OF_RANGE
+            return dec.from_ints(out, good, p, s), _merge(err, flag)
+        scale = src[1]
+        if x.type == "double":
+            # Decimal.toDouble: exact operands and one IEEE division while
+            # the unscaled value is below 2^53 (and 10^scale exact)
+            out = np.zeros(self.n, np.float64)
+            for i in np.flatnonzero(ok):
+                u = int(vals[i])
+                if abs(u) < 2**53 and scale <= 22:
+                    out[i] = float(u) / float(10**scale)
+                else:
+                    flag[i] = OUTSIDE_SUBSET
+            return self.build(out, ok, "double"), _merge(err, flag)
+        # decimal -> integers: truncation toward zero; legacy wraps (Java's
+        # longValue, then the narrowing), ANSI raises CAST_OVERFLOW --
+        # rows within one of the bounds are left to Spark (its ANSI check
+        # goes through a double for wide decimals)
+        lo, hi = _BOUNDS[x.type]
+        out = np.zeros(self.n, np.int64)
+        for i in np.flatnonzero(ok):
+            u = int(vals[i])
+            t = abs(u) // 10**scale * (1 if u >= 0 else -1)
+            if x.ansi:
+                if t > hi + 1 or t < lo - 1:
+                    flag[i] = CAST_OVERFLOW
+                elif t >= hi or t <= lo:
+                    flag[i] = OUTSIDE_SUBSET if (t > hi or t < lo or u % 10**scale) else 0
+            w = t & ((1 << 64) - 1)
+            out[i] = w - (1 << 64) if w >= 1 << 63 else w
+        return self.build(out.astype(NUMPY[x.type]), ok, x.type), _merge(err, flag)
+
+    # ----------------------------------------------------------- strings
+    def _strict(self, x: X):
+        """Children of a null-intolerant function, in order: Spark evaluates
+        a child only where the ones before it are not null."""
+        vals, err = [], self.none
+        ok = np.ones(self.n, bool)
+        for k in x.args:
+            v, e = self.ev(k)
+            err = _merge(err, np.where(ok, e, 0))
+            ok &= _valid(v, self.n)
+            vals.append(v)
+        return vals, err
+
+    def _str(self, a: pa.Array) -> pa.Array:
+        return a if a.type == pa.string() else a.cast(pa.string())
+
+    def ev_strfn(self, x: X):
+        a, err = self.ev(x.args[0])
+        return _change_case(self._str(a), x.value == "upper"), err
+
+    def ev_length(self, x: X):
+        a, err = self.ev(x.args[0])
+        return pc.utf8_length(self._str(a)).cast(pa.int32()), err
+
+    def ev_strpred(self, x: X):
+        (a, b), err = self._strict(x)
+        a, b = self._str(a), self._str(b)
+        pat = x.args[1]
+        if pat.kind == "lit":
+            if pat.value is None:
+                return self.nulls("boolean"), err
+            fn = {"startswith": pc.starts_with, "endswith": pc.ends_with, "contains": pc.match_substring}[x.value]
+            return fn(a, pattern=pat.value), err
+        test = {"startswith": str.startswith, "endswith": str.endswith, "contains": str.__contains__}[x.value]
+        out = [None if u is None or v is None else test(u, v) for u, v in zip(a.to_pylist(), b.to_pylist())]
+        return pa.array(out, pa.bool_()), err
+
+    def ev_concat(self, x: X):
+        parts, err = [], self.none
+        for k in x.args:  # (Spark evaluates every child)
+            v, e = self.ev(k)
+            err = _merge(err, e)
+            parts.append(self._str(v))
+        return pc.binary_join_element_wise(*parts, "").cast(pa.string()), err
+
+    def ev_trim(self, x: X):
+        a, err = self.ev(x.args[0])
+        chars = " "
+        if len(x.args) == 2:
+            chars = x.args[1].value
+            if chars is None:
+                return self.nulls("string"), err
+        if chars == "":
+            return self._str(a), err
+        fn = {"both": pc.utf8_trim, "left": pc.utf8_ltrim, "right": pc.utf8_rtrim}[x.value]
+        return fn(self._str(a), characters=chars), err
+
+    def ev_substr(self, x: X):
+        (s, pos, ln), err = self._strict(x)
+        s = self._str(s)
+        p_x, l_x = x.args[1], x.args[2]
+        if p_x.kind == "lit" and l_x.kind == "lit":
+            if p_x.value is None or l_x.value is None:
+                return self.nulls("string"), err
+            return _substr_literal(s, p_x.value, l_x.value), err
+        out = [None if a is None or p is None or n is None else _substr(a, p, n)
+               for a, p, n in zip(s.to_pylist(), pos.to_pylist(), ln.to_pylist())]
+        return pa.array(out, pa.string()), err
+
+    def ev_like(self, x: X):
+        a, err = self.ev(x.args[0])
+        return pc.match_substring_regex(self._str(a), pattern=x.value), err
+
+    # ------------------------------------------------------------- dates
+    def _days(self, a: pa.Array) -> np.ndarray:
+        return np.asarray(a.cast(pa.int32()).fill_null(0).to_numpy(zero_copy_only=False), np.int32)
+
+    def ev_datefield(self, x: X):
+        a, err = self.ev(x.args[0])
+        ok = _valid(a, self.n)
+        y, m, d = _civil(self._days(a).astype(np.int64))
+        v = {"year": y, "month": m, "day": d}[x.value]
+        return self.build(v.astype(np.int32), ok, "integer"), err
+
+    def ev_dateadd(self, x: X):
+        (a, b), err = self._strict(x)
+        ok = _valid(a, self.n) & _valid(b, self.n)
+        days = np.asarray(b.cast(pa.int32()).fill_null(0).to_numpy(zero_copy_only=False), np.int32)
+        r = (np.add if x.value > 0 else np.subtract)(self._days(a), days)  # (Java int: wraps)
+        return pa.array(r, pa.int32(), mask=~ok if not ok.all() else None).cast(pa.date32()), err
+
+    def ev_datediff(self, x: X):
+        (a, b), err = self._strict(x)
+        ok = _valid(a, self.n) & _valid(b, self.n)
+        return self.build(np.subtract(self._days(a), self._days(b)), ok, "integer"), err
+
+    def ev_dtcast(self, x: X):
+        c = x.args[0]
+        a, err = self.ev(c)
+        ok = _valid(a, self.n)
+        src, to, offset = c.type, x.type, int(x.value)
+        if src == "date":
+            days = self._days(a).astype(np.int64)
+            if to == "string":
+                text, bad = _date_strings(days)
+                return _masked_strings(text, ok), _merge(err, np.where(ok & bad, OUTSIDE_SUBSET, 0))
+            far = np.abs(days) > _MAX_TS_DAYS  # (Spark: long overflow of days * micros)
+            err = _merge(err, np.where(ok & far, OUTSIDE_SUBSET, 0))
+            micros = np.where(far, 0, days) * _DAY_US - (offset if to == "timestamp" else 0)
+            return pa.array(micros, pa.int64(), mask=~ok if not ok.all() else None).cast(ARROW[to]), err
+        micros = np.asarray(a.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+        local = micros + offset if src == "timestamp" else micros
+        if to == "date":
+            r = np.floor_divide(local, _DAY_US).astype(np.int32)
+            return pa.array(r, pa.int32(), mask=~ok if not ok.all() else None).cast(pa.date32()), err
+        if to == "string":
+            text, bad = _timestamp_strings(local)
+            return _masked_strings(text, ok), _merge(err, np.where(ok & bad, OUTSIDE_SUBSET, 0))
+        r = local if to == "timestamp_ntz" else micros - offset  # ntz -> timestamp: the wall in the zone
+        return pa.array(r, pa.int64(), mask=~ok if not ok.all() else None).cast(ARROW[to]), err
+
+
+_DAY_US = 86_400_000_000
+_MAX_TS_DAYS = 106_751_990  # |days| * micros per day fits a long
+
+
+def _change_case(a: pa.Array, upper: bool) -> pa.Array:
+    """Java's ``String.toUpperCase`` / ``toLowerCase`` (what UTF8String does
+    beyond ASCII): full case mappings (``ß`` -> ``SS``), as Python's."""
+    if pc.all(pc.string_is_ascii(a)).as_py() is not False:
+        return pc.ascii_upper(a) if upper else pc.ascii_lower(a)
+    fn = str.upper if upper else str.lower
+    return pa.array([None if v is None else fn(v) for v in a.to_pylist()], pa.string())
+
+
+def _substr(s: str, pos: int, length: int) -> str:
+    """``UTF8String.substringSQL``: 1-based, 0 as 1, negative from the end;
+    the end is computed before the start is clamped at 0."""
+    n = len(s)
+    start = pos - 1 if pos > 0 else (n + pos if pos < 0 else 0)
+    end = start + length
+    start = max(start, 0)
+    return "" if start >= end else s[start:end]
+
+
+def _substr_literal(s: pa.Array, pos: int, length: int) -> pa.Array:
+    """:func:`_substr` with constant arguments, vectorized (Python slicing
+    of code points clamps the same way)."""
+    if length <= 0:
+        start, stop = 0, 0
+    elif pos > 0:
+        start, stop = pos - 1, pos - 1 + length
+    elif pos == 0:
+        start, stop = 0, length
+    else:
+        start, stop = pos, (pos + length if pos + length < 0 else None)
+    if stop is not None and stop >= 0 and start >= 0 and start >= stop:
+        start, stop = 0, 0
+    return pc.utf8_slice_codeunits(s, start=start, stop=stop)
+
+
+def _civil(days: np.ndarray):
+    """(year, month, day) of days since 1970-01-01, proleptic Gregorian."""
+    d = days.astype("datetime64[D]")
+    months = d.astype("datetime64[M]")
+    years = months.astype("datetime64[Y]")
+    return (years.astype(np.int64) + 1970, months.astype(np.int64) - years.astype("datetime64[M]").astype(np.int64) + 1,
+            (d - months.astype("datetime64[D]")).astype(np.int64) + 1)
+
+
+def _date_strings(days: np.ndarray):
+    """Spark's ``yyyy-MM-dd`` (years 0..9999; '+' and 5+ digits after):
+    (strings, rows outside what this renders: negative years)."""
+    y, _, _ = _civil(days)
+    bad = y < 0
+    text = np.datetime_as_string(np.where(bad, 0, days).astype("datetime64[D]"), unit="D").astype(object)
+    big = y > 9999
+    if big.any():
+        text[big] = ["+" + t for t in text[big]]
+    return text, bad
+
+
+def _timestamp_strings(local: np.ndarray):
+    """Spark's ``yyyy-MM-dd HH:mm:ss[.fraction]`` (trailing zeros of the
+    fraction dropped) of local microseconds; years 0..9999 only."""
+    y, _, _ = _civil(np.floor_divide(local, _DAY_US))
+    bad = (y < 0) | (y > 9999)
+    raw = np.datetime_as_string(np.where(bad, 0, local).astype("datetime64[us]"), unit="us")
+    out = []
+    for t in raw.tolist():
+        t = t.replace("T", " ")
+        frac = t[-6:].rstrip("0")
+        out.append(t[:-7] + ("." + frac if frac else ""))
+    return np.array(out, dtype=object), bad
+
+
+def _masked_strings(text: np.ndarray, ok: np.ndarray) -> pa.Array:
+    return pa.array(text.tolist(), pa.string(), mask=~ok if not ok.all() else None)
 
 
 def _valid(a: pa.Array, n: int) -> np.ndarray:

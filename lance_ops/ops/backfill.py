@@ -43,10 +43,14 @@ if it moved. Schedulers compare it with the table's data version.
 **Execution.** An Arrow function without ``where`` and without constraints on
 the computed columns runs in plain executor tasks that read the fragments'
 input columns themselves (the rows never cross into the JVM, as
-``addColumns(fn)``); SQL expressions, ``where`` or CHECK constraints on the
-computed columns go through one Spark stage: scan of the batch's fragments
--> values (and the constraint checks) -> column files written by the same
-tasks.
+``addColumns(fn)``). SQL expressions (and a SQL ``where``) inside the Arrow
+evaluation subset (:mod:`lance_ops.arrow_eval`) run the same way, evaluated
+with Spark's semantics by Arrow in those tasks, on tables without CHECK
+constraints (``spark.lance_ops.arrowEval.enabled``, default on). Anything else
+-- a function with ``where`` or constraints, SQL outside the subset, a row
+raising in ANSI mode -- goes through one Spark stage: scan of the batch's
+fragments -> values (and the constraint checks) -> column files written by
+the same tasks. ``metrics["evaluation"]`` says which (``arrow`` / ``spark``).
 """
 from __future__ import annotations
 
@@ -58,9 +62,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..errors import InvalidArgumentError, SchemaMismatchError
+from ..errors import ArrowEvalFallback, InvalidArgumentError, SchemaMismatchError
 from ..format.scan import METADATA_COLUMNS, ROW_ADDR
 from ..results import CommitInfo
+from ..spark.arrowtasks import arrow_column_transform, arrow_rewrite_transform, log_evaluation
 from ..spark.columnfiles import CHANGED, ColumnFileContext, function_column_files, parse_results
 from ..spark.constraints import referenced, specs_for, with_checks
 from ..spark.errors import executor_task
@@ -68,11 +73,13 @@ from ..spark.fanout import run_pair_tasks
 from ..spark.frames import (
     as_column,
     describe,
+    fragment_groups,
     referenced_columns,
     rows_per_partition,
     scan_frame,
     total_cores,
 )
+from ..spark.journal import journaled
 from ..spark.types import spark_arrow_schema, spark_schema
 from ..txn.log import Snapshot
 from ..txn.operations import DataReplacement, UpdateConfig
@@ -80,6 +87,7 @@ from ..txn.pipeline import StagedCommit
 from ..txn.watermarks import data_version, has_field, watermark, watermark_key
 from .common import guarded
 from .dml import analysis_frame
+from .update import analyzed_assignments
 
 log = logging.getLogger("lance_ops")
 
@@ -292,12 +300,23 @@ class Backfill:
                 fragments={i: f.SerializeToString() for i, f in frags.items()},
                 fill="old", has_changed_flag=self.where is not None, checks=[] if direct else specs,
             )
+            results = None
             if direct:
                 results = self._direct(snap, ctx, [frags[i] for i in todo])
                 evaluation = "arrow"
-            else:
+            elif self.plan.exprs is not None:
+                arrow = analyzed_assignments(self.spark, snap, self.where, self.plan.exprs, specs)
+                if arrow is not None:
+                    try:
+                        results = self._arrow_sql(snap, ctx, [frags[i] for i in todo], arrow)
+                        evaluation = "arrow"
+                    except ArrowEvalFallback as e:
+                        log.info("backfill %s v%s: %s; evaluating on Spark", snap.store.root, snap.version, e)
+                        ctx.transform, ctx.journal = None, None
+            if results is None:
                 results = self._through_spark(snap, ctx, todo, specs)
                 evaluation = "spark"
+            log_evaluation("backfill", snap, evaluation)
             written = {i: r for i, r in results.items() if r[0] is not None}
             files = [df for df, _ in written.values()]
             metrics = {
@@ -346,6 +365,29 @@ class Backfill:
         for i, f in enumerate(frags):
             groups[i % len(groups)].append(f.SerializeToString())
         return run_fragment_tasks(self.spark, groups, task)
+
+    def _arrow_sql(self, snap: Snapshot, ctx: ColumnFileContext, frags, arrow) -> dict:
+        """SQL values (and ``where``) Arrow evaluates (``arrow``: their
+        analyzed trees, :func:`.update.analyzed_assignments`) in executor
+        tasks that read the fragments' referenced columns and write the column
+        files: one stage, no JVM crossing, the same writer as the Spark path.
+        With ``where`` the tasks also read the computed columns (old values
+        where it is not true, NULL in fragments lacking them) and flag the
+        changed rows. An ANSI error row raises ArrowEvalFallback."""
+        names = self.plan.names
+        wanted = set(arrow.columns) | (set(names) if self.where is not None else set())
+        data = [c for c in snap.schema.names if c in wanted]
+        arrow_in = spark_arrow_schema(spark_schema(snap.schema, data, arrow.metadata))
+        target = self.plan.arrow_output()
+        if self.where is None:
+            ctx.transform = arrow_column_transform(arrow, target)
+        else:
+            ctx.transform = arrow_rewrite_transform(arrow, target, CHANGED)
+        groups = fragment_groups(frags, rows_per_partition(self.spark, sum(f.physical_rows for f in frags)))
+        with journaled(ctx.store) as token:
+            ctx.journal = token
+            task = function_column_files(ctx, arrow_in.names, data, arrow.metadata, arrow_in, snap.stable_row_ids)
+            return parse_results(run_pair_tasks(self.spark, groups, task))
 
     def _through_spark(self, snap: Snapshot, ctx: ColumnFileContext, ids: list[int], specs) -> dict:
         from .evolve import _column_files

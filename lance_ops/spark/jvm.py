@@ -130,7 +130,8 @@ def analyzed_json(df) -> str | None:
     :mod:`lance_ops.arrow_eval.catalyst`: ``exprs`` (each projected
     expression as ``toJSON``'s flattened pre-order node list), ``modes`` (per
     node, pre-order, its class and ``evalMode`` -- ANSI / LEGACY / TRY --
-    which the JSON serializes as null), ``timeZone`` (the session zone the
+    which the JSON serializes as null; for LIKE / ILIKE its escape character;
+    for arithmetic a third element, Spark's result type), ``timeZone`` (the session zone the
     timestamp literals print in) and ``ansi``. None under Spark Connect (no
     analyzed plan object: the caller evaluates with Spark) or when the plan
     is not a single Project."""
@@ -155,7 +156,12 @@ def analyzed_json(df) -> str | None:
                 mode = x.evalMode().toString()
             except Exception:
                 mode = "UNKNOWN"
-        out.append((name, mode))
+        elif name in ("Like", "ILike"):  # (the JSON drops the escape character too)
+            mode = str(x.escapeChar())
+        if name in _TYPED:  # (and the result type of arithmetic)
+            out.append((name, mode, x.dataType().simpleString()))
+        else:
+            out.append((name, mode))
         kids = x.children()
         for k in range(kids.size()):
             walk(kids.apply(k), out)
@@ -170,11 +176,14 @@ def analyzed_json(df) -> str | None:
         "modes": modes,
         "timeZone": conf.get("spark.sql.session.timeZone", None),
         "ansi": str(conf.get("spark.sql.ansi.enabled", "false")).lower() == "true",
+        "allowPrecisionLoss": str(conf.get("spark.sql.decimalOperations.allowPrecisionLoss", "true")).lower() == "true",
     })
 
 
 #: Expression classes whose evaluation mode the JSON leaves out.
 _MODED = {"Cast", "Add", "Subtract", "Multiply", "Divide", "IntegralDivide", "Remainder", "Pmod", "Abs"}
+#: Expression classes whose result type the JSON leaves out (a third element).
+_TYPED = {"Add", "Subtract", "Multiply", "Divide", "IntegralDivide", "Remainder", "UnaryMinus"}
 
 
 def executed_plan(df) -> str | None:
