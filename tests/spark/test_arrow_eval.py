@@ -198,6 +198,7 @@ DELETES = [  # (pylance gets isnan(f64) for f64 = double('NaN'))
     "ts BETWEEN TIMESTAMP'1970-01-01 00:00:00' AND TIMESTAMP'2030-01-01 00:00:00'",
     "i32 % 7 = 1 OR (f64 > 0 AND b) OR i8 + 1 < 0",  # analyzed-plan path (OR, arithmetic)
     "s LIKE 'a%' AND i64 > 0",  # pushed-filter path (LIKE is outside the analyzed subset)
+    "i32 BETWEEN -5 AND 5 OR f64 BETWEEN 0.5 AND 1.5",  # analyzed path: BETWEEN's With/CommonExpressionRef inlined
 ]
 
 
@@ -425,6 +426,9 @@ UPDATES = [  # (condition, set, pylance too)
     ("i32 IS NULL OR NOT (f64 > 0)", {"i32": "i32 + 2147483647", "i8": "CAST(i32 AS TINYINT)",
                                       "s": "CAST(i64 % 7 AS STRING)"}, False),
     ("ts < TIMESTAMP'2030-01-01 00:00:00' AND i64 IN (0, 42, -42)", {"f64": "-f64 * 2", "i64": "i64 - 1"}, True),
+    # BETWEEN analyzes to With(...) over CommonExpressionRefs: inlined for the Arrow path
+    ("i64 BETWEEN -42 AND 42 OR (i8 + 1) NOT BETWEEN 0 AND 5", {"i32": "i32 + 1"}, False),
+    ("s BETWEEN 'a' AND 'm' AND f64 BETWEEN -1.5 AND 1.5", {"f64": "f64 * 2"}, True),
 ]
 
 
