@@ -34,6 +34,8 @@ lance_ops Lance table ({data.FILES} fragments). Query: `{QUERY.format(table="<t>
   Python data sources) -- for contrast, no goal.
 - **toDF(columns=...)**: the same read through the Python API with the columns named by hand (what
   `lance_ops.sql` should match: its own overhead is the sqlglot analysis, milliseconds).
+- **toDF(columns=..., filter=...)**: the same, the filter handed to `toDF` (the read tasks evaluate it with
+  Arrow, so only matching rows cross into the JVM; `lance_ops.sql` does the same with a single-table WHERE).
 - peer: `spark.sql(query)` over a temp view of `spark.read.parquet(...)` (Parquet prunes to 2 columns).
 
 Interleaved in one process, best of {ctx.repeat} runs after one untimed warm-up; *rate* = Parquet s / ours
@@ -50,10 +52,12 @@ Interleaved in one process, best of {ctx.repeat} runs after one untimed warm-up;
             "sql": lambda: one(lance_ops.sql(spark, QUERY.format(table=f"lance.`{table}`"))),
             "name": lambda: one(spark.sql(QUERY.format(table="bench_sql_lance"))),
             "api": lambda: one(LanceTable(spark, table).toDF(columns=["id", "f0"]).where("id % 100 = 7").selectExpr("sum(f0)")),
+            "filter": lambda: one(LanceTable(spark, table).toDF(columns=["id", "f0"], filter="id % 100 = 7")
+                                  .selectExpr("sum(f0)")),
         },
         warmup=True,
     )
-    for key in ("sql", "name", "api"):
+    for key in ("sql", "name", "api", "filter"):
         if not math.isclose(t[key].value, t["parquet"].value, rel_tol=1e-9):
             raise RuntimeError(f"sum(f0) of {key} is {t[key].value!r}, Parquet's is {t['parquet'].value!r}")
     section.add(Result("filtered sum, `lance_ops.sql`", t["sql"], "`spark.sql` on Parquet", t["parquet"], "rate", GOAL))
@@ -61,5 +65,7 @@ Interleaved in one process, best of {ctx.repeat} runs after one untimed warm-up;
                        t["parquet"], "rate", None))
     section.add(Result('filtered sum, `toDF(columns=["id","f0"])` (the API, pruned by hand)', t["api"],
                        "`spark.sql` on Parquet", t["parquet"], "rate", None))
+    section.add(Result('filtered sum, `toDF(columns=["id","f0"], filter=...)` (the filter evaluated in the read tasks)',
+                       t["filter"], "`spark.sql` on Parquet", t["parquet"], "rate", None))
     section.note(ctx.memory_note())
     return section

@@ -262,3 +262,54 @@ class Context:
         jvm = jvm_peak_rss(self.spark)
         jvm_text = "n/a" if jvm is None else fmt_bytes(jvm)
         return f"peak RSS so far: Python driver {fmt_bytes(python_peak_rss())}, Spark JVM {jvm_text}"
+
+
+def empty_job(spark, tasks: int) -> None:
+    """A Spark job of ``tasks`` Python tasks that do nothing: the fixed cost
+    of scheduling a job like ours (issues 13/14 compare "net of one empty
+    Spark job of the same task count")."""
+    spark.range(0, tasks, 1, tasks).mapInArrow(lambda it: it, "id long").collect()
+
+
+class StageCounter:
+    """Counts the Spark jobs' stages and tasks an operation ran, from its
+    progress lines (``lance_ops.progress``: "stage N done, k/k tasks"), so a
+    suite can time an empty job of the same task count. Works alike on
+    classic and Connect sessions. Use as a context manager around one run."""
+
+    def __init__(self):
+        import logging
+        import re
+
+        self.stages: dict[int, int] = {}
+        self._re = re.compile(r"stage (\d+) done, \d+/(\d+) tasks")
+        self._logger = logging.getLogger("lance_ops.progress")
+        counter = self
+
+        class _Handler(logging.Handler):
+            def emit(self, record):
+                m = counter._re.search(record.getMessage())
+                if m:
+                    counter.stages[int(m.group(1))] = int(m.group(2))
+
+        self._handler = _Handler()
+
+    def __enter__(self):
+        self.stages.clear()
+        self._level = self._logger.level
+        if not self._logger.isEnabledFor(20):
+            self._logger.setLevel(20)
+        self._logger.addHandler(self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        self._logger.removeHandler(self._handler)
+        self._logger.setLevel(self._level)
+
+    @property
+    def max_tasks(self) -> int:
+        """Tasks of the operation's widest stage (1 if it ran none)."""
+        return max(self.stages.values(), default=1)
+
+    def describe(self) -> str:
+        return f"{len(self.stages)} stage(s), {sum(self.stages.values())} task(s) in all, widest {self.max_tasks}"

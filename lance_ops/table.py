@@ -155,15 +155,27 @@ class LanceTable:
         """Live rows (physical minus deleted), from metadata only."""
         return self.table.count()
 
-    def toDF(self, withRowId: bool = False, withRowAddr: bool = False, withLineage: bool = False, columns=None):
+    def toDF(self, withRowId: bool = False, withRowAddr: bool = False, withLineage: bool = False, columns=None,
+             filter=None):  # noqa: A002 (the DataFrame method's name)
         """The table at this handle's version as a DataFrame. ``columns``
-        (extension) reads only those columns."""
+        (extension) reads only those columns. ``filter`` (extension; a Spark
+        SQL string or Column, or a list of them: conjuncts): the rows where it
+        is true -- ``toDF().where(filter)``,
+        but the read tasks already drop the rows it rules out with Arrow
+        (Spark's semantics; ``spark.lance_ops.arrowEval.enabled``), so only
+        matching rows cross into the JVM."""
         from .ops.read import read_dataframe
+        from .spark.frames import as_column
 
-        return read_dataframe(
+        conjuncts = None if filter is None else list(filter) if isinstance(filter, (list, tuple)) else [filter]
+        df = read_dataframe(
             self._spark, self._store, self.version, columns=columns,
             with_row_id=withRowId, with_row_addr=withRowAddr, with_lineage=withLineage,
+            row_filter=conjuncts,
         )
+        for c in conjuncts or ():
+            df = df.where(as_column(c))
+        return df
 
     def history(self, limit: int | None = None):
         """One row per version, newest first (Delta's DESCRIBE HISTORY columns:

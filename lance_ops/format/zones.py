@@ -79,10 +79,29 @@ class Zone:
     bloom: bytes | None = None
 
 
+#: Index files read lately, by (store root, index directory, file): an index
+#: directory is named by the index's UUID and never rewritten, so every
+#: operation planning over the same index (each delete / update / read of a
+#: table) reuses the table instead of opening the file again. Bounded.
+_TABLES: dict = {}
+_TABLES_MAX = 16
+
+
 def _read_table(store, index, file_name: str) -> pa.Table:
+    src, directory = index_location(store, index)
+    key = (src.root, directory, file_name)
+    table = _TABLES.get(key)
+    if table is None:
+        table = _read_table_uncached(src, directory, file_name)
+        _TABLES[key] = table
+        while len(_TABLES) > _TABLES_MAX:
+            _TABLES.pop(next(iter(_TABLES)), None)
+    return table
+
+
+def _read_table_uncached(src, directory: str, file_name: str) -> pa.Table:
     import lance.file as lf
 
-    src, directory = index_location(store, index)
     uri = src.codec_staging().reader_uri(f"{directory}/{file_name}")
     reader = lf.LanceFileReader(uri, storage_options=src.codec_options or None)
     table = reader.read_all().to_table()

@@ -59,9 +59,6 @@ def delete(spark, snapshot: Snapshot, condition):
                        "numAddedFiles": 0, "bytesWritten": 0,
                        "numFragmentsScanned": 0, "numFragmentsSkipped": len(ids), "numRowsScanned": 0}
             return StagedCommit(op, metrics, {"predicate": predicate})
-        refs = referenced_columns(analysis_frame(spark, snap), [condition])
-        data_cols = [c for c in refs if c in snap.schema.names]
-        meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
         # Arrow path 1: the condition from Spark's analyzed plan (classic
         # sessions; any expression in the arrow_eval.catalyst subset).
         analyzed = arrow_values(spark, snap, analysis_frame(spark, snap).select(as_column(condition)), True, [])
@@ -76,6 +73,10 @@ def delete(spark, snapshot: Snapshot, condition):
                 return _staged(snap, changes, predicate, scanned_metrics(snap, groups), "arrow")
             except ArrowEvalFallback as e:
                 log.info("delete %s v%s: %s; evaluating on Spark", snap.store.root, snap.version, e)
+        # (the columns the condition reads: only the paths below need them)
+        refs = referenced_columns(analysis_frame(spark, snap), [condition])
+        data_cols = [c for c in refs if c in snap.schema.names]
+        meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
         # Arrow path 2: the conjuncts Spark pushes into the scan (also from
         # Spark Connect).
         arrow = arrow_condition(spark, snap, condition, data_cols, meta) if analyzed is None else None

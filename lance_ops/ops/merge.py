@@ -307,7 +307,9 @@ class MergePlan:
         clauses the source only, NOT MATCHED BY SOURCE clauses the target
         only -- for strings and Columns alike, whatever the strategy."""
         t_empty = empty_frame(self.spark, table_spark_schema(self.snap, [ROW_ADDR])).alias("t")
-        s_empty = empty_frame(self.spark, self.source.schema).alias("s")
+        # (a frame of its own, never the cached one: a source with the
+        # target's very schema must not join a plan with itself)
+        s_empty = self.spark.createDataFrame([], self.source.schema).alias("s")
         joined = t_empty.join(s_empty, as_column(self.condition), "fullouter")
         scope = {MATCHED: joined, NOT_MATCHED: s_empty, NOT_MATCHED_BY_SOURCE: t_empty}
         in_scope = {MATCHED: [self.condition], NOT_MATCHED: [], NOT_MATCHED_BY_SOURCE: []}

@@ -22,7 +22,15 @@ def read_dataframe(
     with_row_addr=False,
     with_lineage=False,
     extra_metadata=(),
+    row_filter=None,
 ):
+    """The table at ``version`` through the ``lance`` data source.
+    ``row_filter``: conditions (Spark SQL strings or Columns) known to apply
+    right above this scan -- the read tasks drop the rows they rule out with
+    Arrow (:mod:`lance_ops.spark.rowfilter`); the caller still applies them
+    with Spark (``toDF(filter=...)`` and ``lance_ops.sql`` do)."""
+    from ..spark.types import spark_schema
+
     register(spark)
     meta = []
     if with_row_id:
@@ -44,4 +52,13 @@ def read_dataframe(
         reader = reader.option("scanTrace", trace)
     for k, v in store.storage_options.items():
         reader = reader.option(f"storage.{k}", v)
-    return reader.load(store.uri)
+    # The schema the source would report, given up front: Spark then skips
+    # the data source's schema() round trip (a Python planner process).
+    schema = spark_schema(snap.schema, columns, meta)
+    if row_filter:
+        from ..spark.rowfilter import OPTION, analyzed_filters, encode
+
+        trees = analyzed_filters(spark, schema, row_filter)
+        if trees:
+            reader = reader.option(OPTION, encode(trees))
+    return reader.schema(schema).load(store.uri)

@@ -217,7 +217,7 @@ def arrow_values(spark, snap, projected, has_condition: bool, names: list[str]) 
     if not enabled(spark):
         return None
     doc = analyzed_json(projected)
-    trees = try_decode(doc) if doc is not None else None
+    trees = try_decode(inline_with(doc)) if doc is not None else None
     if trees is None or len(trees) != len(names) + has_condition:
         return None
     cond = trees[0] if has_condition else None
@@ -232,6 +232,71 @@ def arrow_values(spark, snap, projected, has_condition: bool, names: list[str]) 
     sp = skip_plan(snap, pruning_conjuncts(cond)) if cond is not None else None
     ranges = sp.ranges if sp is not None else {f.id: [(0, f.physical_rows)] for f in snap.fragments}
     return ArrowValues(cond, values, data, meta, ranges, list(sp.skipped) if sp else [])
+
+
+def inline_with(doc: str) -> str:
+    """``doc`` (``jvm.analyzed_json``) with Spark's common-subexpression
+    wrappers inlined: ``x BETWEEN a AND b`` analyzes to ``Between`` whose one
+    child (its replacement) is ``With(x >= a AND x <= b, def x)``, the
+    comparisons reading ``x`` through ``CommonExpressionRef``. Replacing the
+    ``Between`` node by its replacement with every reference to the single
+    definition substituted by the definition's expression is exactly what
+    Spark evaluates (the definition is computed once there, here per use:
+    the same values for the deterministic expressions the decoder accepts).
+    Nodes and their evaluation modes are rewritten in lockstep; anything
+    unexpected is left as it is (the decoder then rejects it: Spark path)."""
+    import json
+
+    d = json.loads(doc)
+    if "Between" not in doc:
+        return doc
+
+    def parse(nodes, modes, i):
+        n = int(nodes[i]["num-children"])
+        kids, j = [], i + 1
+        for _ in range(n):
+            kid, j = parse(nodes, modes, j)
+            kids.append(kid)
+        return (nodes[i], modes[i], kids), j
+
+    def cls(t):
+        return t[0]["class"].rsplit(".", 1)[-1]
+
+    def subst(t, value):
+        if cls(t) == "CommonExpressionRef":
+            return value
+        return (t[0], t[1], [subst(k, value) for k in t[2]])
+
+    def rewrite(t):
+        t = (t[0], t[1], [rewrite(k) for k in t[2]])
+        if cls(t) == "Between" and len(t[2]) == 1 and cls(t[2][0]) == "With":
+            body, *defs = t[2][0][2]
+            if len(defs) == 1 and cls(defs[0]) == "CommonExpressionDef" and len(defs[0][2]) == 1:
+                return subst(body, defs[0][2][0])
+        return t
+
+    def flatten(t, nodes, modes):
+        nodes.append(t[0])
+        modes.append(t[1])
+        for k in t[2]:
+            flatten(k, nodes, modes)
+
+    try:
+        exprs, all_modes = [], []
+        for nodes, modes in zip(d["exprs"], d["modes"]):
+            if len(nodes) != len(modes):
+                return doc
+            tree, end = parse(nodes, [list(m) for m in modes], 0)
+            if end != len(nodes):
+                return doc
+            out_n, out_m = [], []
+            flatten(rewrite(tree), out_n, out_m)
+            exprs.append(out_n)
+            all_modes.append(out_m)
+    except (KeyError, TypeError, ValueError, IndexError, RecursionError):
+        return doc
+    d["exprs"], d["modes"] = exprs, all_modes
+    return json.dumps(d)
 
 
 _PRUNE_TYPES = ("byte", "short", "integer", "long", "string", "date")

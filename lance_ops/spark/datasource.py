@@ -133,6 +133,10 @@ class ReadOptions:
     #: may hold are returned (:mod:`lance_ops.format.keyfilter`; a merge's
     #: target scan).
     key_filter: str | None = None
+    #: Trees (:mod:`lance_ops.spark.rowfilter`, encoded) the read tasks
+    #: evaluate to drop rows before they reach the JVM; Spark still applies
+    #: its own filter.
+    row_filter: str | None = None
 
     @classmethod
     def parse(cls, options) -> "ReadOptions":
@@ -171,6 +175,7 @@ class ReadOptions:
             skip_report=opts.get("skipreport") or None,
             arrow_eval=opts.get("arroweval") or None,
             key_filter=opts.get("keyfilter") or None,
+            row_filter=opts.get("rowfilter") or None,
         )
 
 
@@ -269,6 +274,16 @@ class LanceScanReader(DataSourceReader):
         #: Trees (lance_ops.arrow_eval) of the filters this scan evaluates
         #: itself in place of Spark (``arrowEval`` option).
         self.accepted: list = []
+        #: Trees of pushed filters outside the ``_supported_filter`` set that
+        #: arrow_eval evaluates exactly: the tasks drop rows by them too
+        #: (Spark re-checks: they only stop rows early).
+        self.prefilter: list = []
+        #: Trees (lance_ops.arrow_eval.catalyst) of the ``rowFilter`` option.
+        self.row_filter = None
+        if opts.row_filter:
+            from .rowfilter import decode
+
+            self.row_filter = decode(opts.row_filter)
         self._snapshot = snapshot
         self.split_fragments = opts.split_fragments
         self.scan_trace = opts.scan_trace
@@ -306,6 +321,13 @@ class LanceScanReader(DataSourceReader):
             from ..arrow_eval.expr import And, compile_expr, evaluate
 
             accepted = compile_expr(And(tuple(self.accepted)), self.arrow_target)
+        prefilter = None
+        if self.prefilter:
+            from ..arrow_eval.expr import And, compile_expr, evaluate
+
+            prefilter = compile_expr(And(tuple(self.prefilter)), self.arrow_target)
+        if self.row_filter:
+            from .rowfilter import apply as apply_row_filter
         rows = 0
         for frag_bytes, start, end in partition.pieces:
             frag = table_pb2.DataFragment.FromString(frag_bytes)
@@ -324,11 +346,14 @@ class LanceScanReader(DataSourceReader):
                     out = out.filter(keep(out))
                     if not out.num_rows:
                         continue
-                if accepted is not None:
-                    parts = evaluate(accepted, out).combine_chunks().to_batches()
-                    if not parts or not parts[0].num_rows:
-                        continue
-                    out = parts[0]
+                for expr in (accepted, prefilter):
+                    if expr is not None and out.num_rows:
+                        parts = evaluate(expr, out).combine_chunks().to_batches()
+                        out = parts[0] if parts else out.slice(0, 0)
+                if self.row_filter and out.num_rows:
+                    out = apply_row_filter(self.row_filter, out)
+                if not out.num_rows:
+                    continue
                 rows += out.num_rows
                 yield out
         if self.scan_trace:
@@ -424,6 +449,12 @@ class LanceScanReaderWithPushdown(LanceScanReader):
                     continue
             if _supported_filter(f, self.arrow_target):
                 self.filters.append(f)
+            else:
+                from ..arrow_eval.expr import compile_expr, from_filter
+
+                tree = from_filter(f)
+                if tree is not None and compile_expr(tree, self.arrow_target) is not None:
+                    self.prefilter.append(tree)
             # Spark re-evaluates every filter: ours only drop rows early.
             yield f
         if self.arrow_eval:

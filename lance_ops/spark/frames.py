@@ -29,8 +29,19 @@ TASKS_PER_CORE = 2
 
 
 def total_cores(spark) -> int:
-    """Task slots of the cluster (:func:`lance_ops.spark.jvm.total_cores`)."""
-    return jvm.total_cores(spark)
+    """Task slots of the cluster (:func:`lance_ops.spark.jvm.total_cores`),
+    asked once per session: the master and executor confs are fixed when a
+    session starts, and reading them costs JVM round trips (a copy of the
+    whole SparkConf) on every operation otherwise."""
+    cached = getattr(spark, "_lance_ops_cores", None)
+    if cached is not None:
+        return cached
+    cores = jvm.total_cores(spark)
+    try:
+        spark._lance_ops_cores = cores
+    except Exception:
+        pass
+    return cores
 
 
 def rows_per_partition(spark, live_rows: int) -> int:
@@ -84,8 +95,27 @@ def describe(e) -> str:
     return jvm.column_text(e)
 
 
+#: Empty frames by (session, schema): operations analyze their SQL over an
+#: empty frame of the table's schema several times per call; a DataFrame is
+#: immutable, so one per schema serves them all (bounded: the least recently
+#: made go first).
+_EMPTY: dict = {}
+_EMPTY_MAX = 64
+_EMPTY_LOCK = threading.Lock()
+
+
 def empty_frame(spark, schema: T.StructType) -> DataFrame:
-    return spark.createDataFrame([], schema)
+    key = (id(spark), schema.json())
+    with _EMPTY_LOCK:
+        df = _EMPTY.get(key)
+    if df is not None and df.sparkSession is spark:
+        return df
+    df = spark.createDataFrame([], schema)
+    with _EMPTY_LOCK:
+        _EMPTY[key] = df
+        while len(_EMPTY) > _EMPTY_MAX:
+            _EMPTY.pop(next(iter(_EMPTY)))
+    return df
 
 
 #: How the last plan inspection of this thread was decided: "jvm" (Catalyst's

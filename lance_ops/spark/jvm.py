@@ -148,10 +148,20 @@ def analyzed_json(df) -> str | None:
     jlist = plan.projectList()
     modes = []
 
-    def walk(x, out):
-        name = x.getClass().getSimpleName()
+    # The JSON already names every node, in the pre-order the walk follows:
+    # the JVM is asked only what the JSON leaves out -- the evaluation mode
+    # (and, as an order check, the class) of the nodes that have one -- and
+    # for the children of nodes that have any. (Each question is a py4j
+    # round trip; this walk runs once per Arrow-evaluated operation.)
+    def walk(x, flat, out):
+        if len(out) >= len(flat):  # (the JVM tree has more nodes than the JSON:
+            out.append(("?", None))  # the decoder sees the lengths differ)
+            return
+        node = flat[len(out)]
+        name = node.get("class", "").rsplit(".", 1)[-1]
         mode = None
         if name in _MODED:
+            name = x.getClass().getSimpleName()
             try:
                 mode = x.evalMode().toString()
             except Exception:
@@ -162,13 +172,14 @@ def analyzed_json(df) -> str | None:
             out.append((name, mode, x.dataType().simpleString()))
         else:
             out.append((name, mode))
-        kids = x.children()
-        for k in range(kids.size()):
-            walk(kids.apply(k), out)
+        if int(node.get("num-children", 0)):
+            kids = x.children()
+            for k in range(kids.size()):
+                walk(kids.apply(k), flat, out)
 
     for k in range(jlist.size()):
         out: list = []
-        walk(jlist.apply(k), out)
+        walk(jlist.apply(k), exprs[k], out)
         modes.append(out)
     conf = df.sparkSession.conf
     return json.dumps({

@@ -255,8 +255,45 @@ def _need(s: Source, name: str) -> None:
         s.needed.add(name.lower())
 
 
-def frames(sources: list[Source], trace_columns=None) -> dict[str, object]:
-    """A DataFrame per Lance source, reading only what it needs."""
+def scan_filters(tree: exp.Expr, sources: list[Source]) -> dict[int, list[str]]:
+    """Source index -> the WHERE conjuncts (Spark SQL text, unqualified) that
+    apply right above that Lance scan: only for a plain ``SELECT ... FROM
+    <one Lance table> WHERE ...`` (no join, no lateral view), and only
+    conjuncts without subqueries, aggregates, windows or parameters. The
+    scan's tasks drop the rows they rule out (:mod:`lance_ops.spark.rowfilter`);
+    Spark still evaluates the whole WHERE."""
+    if not isinstance(tree, exp.Select) or tree.args.get("joins") or tree.args.get("laterals"):
+        return {}
+    where, source = tree.args.get("where"), tree.args.get("from_") or tree.args.get("from")
+    if where is None or source is None or not isinstance(source.this, exp.Table):
+        return {}
+    hits = [i for i, s in enumerate(sources) if s.node is source.this]
+    if len(hits) != 1 or not sources[hits[0]].is_lance or sources[hits[0]].changes is not None:
+        return {}
+    s = sources[hits[0]]
+    alias = s.node.alias_or_name.lower()
+    names = {alias, s.node.name.lower()}
+    out = []
+    for conj in where.this.flatten() if isinstance(where.this, exp.And) else [where.this]:
+        if conj.find(exp.Select, exp.Subquery, exp.AggFunc, exp.Window, exp.Placeholder, exp.Parameter):
+            continue
+        conj = conj.copy()
+        ok = True
+        for col in conj.find_all(exp.Column):
+            if col.table:
+                if col.table.lower() not in names or col.args.get("db") or col.args.get("catalog"):
+                    ok = False
+                    break
+                col.set("table", None)
+        if ok:
+            out.append(sql_of(conj))
+    return {hits[0]: out} if out else {}
+
+
+def frames(sources: list[Source], trace_columns=None, filters: dict | None = None) -> dict[str, object]:
+    """A DataFrame per Lance source, reading only what it needs (and, with
+    ``filters`` from :func:`scan_filters`, sending only the rows they may
+    keep)."""
     out = {}
     for i, s in enumerate(sources):
         if not s.is_lance:
@@ -273,6 +310,8 @@ def frames(sources: list[Source], trace_columns=None) -> dict[str, object]:
             withRowId="_rowid" in meta,
             withRowAddr="_rowaddr" in meta,
             withLineage=bool(meta & {"_row_created_at_version", "_row_last_updated_at_version"}),
+            # (the statement keeps its WHERE: Spark folds the repeat)
+            filter=(filters or {}).get(i) or None,
         )
         out[PLACEHOLDER.format(i).strip("_")] = df
     return out
@@ -303,7 +342,7 @@ def bind(spark, resolver: Resolver, tree: exp.Expr) -> tuple[str, dict] | None:
         return None
     open_sources(sources, resolver)
     analyze(tree, sources, spark)
-    dfs = frames(sources)
+    dfs = frames(sources, filters=scan_filters(tree, sources))
     return substitute(tree, sources), dfs
 
 

@@ -210,6 +210,7 @@ DELETES = [  # (pylance gets isnan(f64) for f64 = double('NaN'))
     "i32 % 7 = 1 OR (f64 > 0 AND b) OR i8 + 1 < 0",  # analyzed-plan path (OR, arithmetic)
     "s LIKE 'a%' AND i64 > 0",
     "s LIKE '%b' OR lower(s) = 'a' OR d < DATE'1970-01-01'",  # (analyzed plan: string functions, dates)
+    "i32 BETWEEN -5 AND 5 OR f64 BETWEEN 0.5 AND 1.5",  # analyzed path: BETWEEN's With/CommonExpressionRef inlined
 ]
 
 
@@ -619,6 +620,9 @@ UPDATES = [  # (condition, set, pylance too)
     ("s LIKE 'a%' AND char_length(s) < 3", {"s": "lower(s)"}, True),
     ("i32 > 0 OR dec < 0", {"f64": "CAST(i32 AS DECIMAL(12, 2)) * 1.5", "dec": "dec / 3 + CAST(i8 AS DECIMAL(5, 1))",
                             "dw": "dw - 1.5"}, False),
+    # BETWEEN analyzes to With(...) over CommonExpressionRefs: inlined for the Arrow path
+    ("i64 BETWEEN -42 AND 42 OR (i8 + 1) NOT BETWEEN 0 AND 5", {"i32": "i32 + 1"}, False),
+    ("s BETWEEN 'a' AND 'm' AND f64 BETWEEN -1.5 AND 1.5", {"f64": "f64 * 2"}, True),
 ]
 
 

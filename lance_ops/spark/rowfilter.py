@@ -1,0 +1,88 @@
+"""Row filters the ``lance`` scan evaluates in its read tasks.
+
+A query's filter usually stays with Spark: ``id % 100 = 7`` is not a filter
+Spark pushes into a Python data source, so every row of the scanned columns
+crosses from the Python task into the JVM only to be dropped there. When
+the caller knows the filter that applies right above the scan (``toDF(...,
+filter=...)``, the WHERE of a single-table ``lance_ops.sql`` query), it is
+analyzed by Spark over the scan's schema (:func:`lance_ops.spark.jvm.analyzed_json`),
+translated by :mod:`lance_ops.arrow_eval` where every node is in its subset,
+and shipped to the scan (option ``rowFilter``): each task drops the rows
+where a conjunct is not true, with Spark's semantics (three-valued logic,
+NaN, ANSI mode), before they reach the JVM. Spark still evaluates its own
+filter on what is left, so results are Spark's by construction; the tasks
+only stop sending rows that cannot pass. A row where a conjunct would
+raise in ANSI mode is kept (Spark raises its own error for it).
+
+Classic sessions only: under Spark Connect there is no analyzed plan object
+and the scan returns every row, as before. Off with
+``spark.lance_ops.arrowEval.enabled=false``.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import pickle
+
+import numpy as np
+import pyarrow as pa
+
+#: Data source option carrying the encoded trees.
+OPTION = "rowFilter"
+
+
+def analyzed_filters(spark, schema, conditions) -> list:
+    """The conditions (Spark SQL strings or Columns over a frame of
+    ``schema``) as :mod:`lance_ops.arrow_eval.catalyst` trees -- each one
+    analyzed by Spark on its own; those outside the subset (or not
+    boolean, or failing analysis) are left out: Spark evaluates them."""
+    from . import jvm
+    from .arrowtasks import enabled, inline_with
+
+    if not conditions or jvm.is_connect(spark) or not enabled(spark):
+        return []
+    from ..arrow_eval.catalyst import try_decode
+    from .frames import as_column, empty_frame
+
+    frame = empty_frame(spark, schema)
+    out = []
+    for c in conditions:
+        try:
+            doc = jvm.analyzed_json(frame.select(as_column(c)))
+        except Exception:  # (Spark reports bad SQL when it runs the query itself)
+            continue
+        if doc is None:
+            continue
+        one = json.loads(inline_with(doc))
+        trees = try_decode(one)
+        if trees and len(trees) == 1 and trees[0].type == "boolean":
+            out.append(trees[0])
+    return out
+
+
+def encode(trees: list) -> str:
+    return base64.b64encode(pickle.dumps(list(trees))).decode("ascii")
+
+
+def decode(text: str) -> list:
+    return pickle.loads(base64.b64decode(text.encode("ascii")))
+
+
+def apply(trees: list, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The rows of ``batch`` (Spark-typed Arrow columns) where every tree is
+    true -- or where one of them raises in ANSI mode (kept for Spark to
+    raise on)."""
+    from ..arrow_eval.vector import evaluate
+
+    table = pa.Table.from_batches([batch])
+    keep = np.ones(batch.num_rows, dtype=bool)
+    errors = np.zeros(batch.num_rows, dtype=bool)
+    for tree in trees:
+        values, err = evaluate(tree, table)
+        true = values.cast(pa.bool_()).fill_null(False)
+        keep &= np.asarray(true.to_numpy(zero_copy_only=False), dtype=bool)
+        errors |= np.asarray(err) != 0
+    keep |= errors
+    if keep.all():
+        return batch
+    return batch.filter(pa.array(keep))
