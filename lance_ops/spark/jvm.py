@@ -263,3 +263,29 @@ def master(spark) -> str:
     if is_connect(spark):
         return _conf(spark, "spark.master") or "connect"
     return spark.sparkContext.master
+
+
+def release_checkpoint(df) -> None:
+    """Free what ``df.localCheckpoint()`` holds, now. Classic sessions:
+    ``unpersist`` (the checkpoint's blocks). Connect sessions: the server
+    keeps the checkpointed relation until the client's plan object
+    (``CachedRemoteRelation``) is finalized, and that finalizer makes a
+    blocking gRPC call -- run by Python's cyclic garbage collector at
+    whatever allocation triggers it, possibly while the client is inside
+    another gRPC call, where it deadlocks the client (seen: an update hung
+    for good after a merge's checkpoints became garbage; see pyspark's
+    ``plan.CachedRemoteRelation.__del__``, SPARK-58846, lakehq/sail#1704).
+    So the release is made here, at a known point, and the finalizer left
+    with nothing to do. ``df`` and DataFrames derived from it must not run
+    afterwards."""
+    if not is_connect(df.sparkSession):
+        with contextlib.suppress(Exception):
+            df.unpersist()
+        return
+    plan = getattr(df, "_plan", None)
+    if type(plan).__name__ != "CachedRemoteRelation" or getattr(plan, "_relation_id", None) is None:
+        return
+    try:
+        plan.__del__()  # (its body: RemoveCachedRemoteRelation; errors logged, not raised)
+    finally:
+        plan._relation_id = None
