@@ -223,10 +223,10 @@ def test_merge_upsert_matches_pylance(spark, pair, merge_strategy):
 
 def test_release_checkpoint_frees_it_now(spark):
     """``jvm.release_checkpoint``: under Spark Connect the server-side
-    relation is removed at the call and the plan's finalizer left with
-    nothing to do (its blocking gRPC call, run by the garbage collector at
-    an arbitrary point, can deadlock the client inside another call: an
-    update hung that way after merges). Classic: unpersist."""
+    relation is removed at the call (a request with a deadline) and the
+    plan's finalizer disarmed (pyspark's blocking, deadline-less gRPC call,
+    run by the garbage collector at an arbitrary point, blocked the client
+    for good: an update hung that way after merges). Classic: unpersist."""
     from lance_ops.spark import jvm
 
     df = spark.range(0, 10, 1, 1).localCheckpoint(eager=True)
