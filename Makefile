@@ -44,7 +44,11 @@ demo: setup
 # 127.0.0.1, stopped by PID): a process of its own, since a Connect session
 # switches a whole Python process to Connect mode.
 CONNECT_SUITES := tests/spark/test_write_interop.py tests/spark/test_read_pylance.py tests/spark/test_dml.py \
-	tests/spark/test_evolution.py tests/spark/test_compaction.py tests/spark/test_vacuum.py
+	tests/spark/test_merge_semantics.py tests/spark/test_dml_concurrency.py tests/sql/test_statements.py \
+	tests/spark/test_evolution.py tests/spark/test_evolution_concurrency.py \
+	tests/spark/test_compaction.py tests/spark/test_compaction_indices.py tests/spark/test_vacuum.py \
+	tests/spark/test_restore_tags.py tests/spark/test_history.py tests/spark/test_changes.py \
+	tests/spark/test_skipping.py tests/spark/test_errors.py
 
 test: setup thin-client
 	$(PY) -m pytest -q tests

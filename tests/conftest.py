@@ -17,8 +17,9 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 #: ``LANCE_OPS_TEST_CONNECT=1``: the ``spark`` fixture is a Spark Connect
 #: session to a server (local[2]) this run starts on 127.0.0.1 and stops by
 #: PID -- for running a suite through Connect in a pytest process of its own
-#: (a Connect session switches the whole process to Connect mode). Not part
-#: of ``make test``; see the Spark Connect section of the README.
+#: (a Connect session switches the whole process to Connect mode). ``make
+#: test`` runs the Makefile's CONNECT_SUITES this way after the classic run;
+#: see the Spark Connect section of the README.
 CONNECT_MODE = os.environ.get("LANCE_OPS_TEST_CONNECT", "") not in ("", "0")
 
 

@@ -35,6 +35,7 @@ from ..spark.frames import (
     scan_frame,
     table_spark_schema,
 )
+from ..spark.jvm import release_checkpoint
 from ..spark.rowchanges import ACTION, DELETE, INSERT_ACTION, UPDATE
 from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_ROWS, Merge, Update
@@ -496,8 +497,5 @@ class MergePlan:
     def release(self) -> None:
         self.report.__exit__(None, None, None)
         for df in self._cached:
-            try:
-                df.unpersist()
-            except Exception:
-                pass
+            release_checkpoint(df)
         self._cached = []

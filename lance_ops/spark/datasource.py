@@ -710,10 +710,44 @@ class LanceDataSourceWriter(DataSourceArrowWriter):
 # ---------------------------------------------------------------------------
 
 
+#: The Python planner workers that create a data source's reader: the one
+#: that pushes filters (run only when filter pushdown is on) and the one
+#: that plans a read without pushing (which refuses a reader implementing
+#: ``pushFilters`` when pushdown is off: DATA_SOURCE_PUSHDOWN_DISABLED).
+_PUSHDOWN_PLANNER = "pyspark.sql.worker.data_source_pushdown_filters"
+_READ_PLANNER = "pyspark.sql.worker.plan_data_source_read"
+
+
+def planner_pushdown() -> bool | None:
+    """Whether the Spark planner worker asking for a reader (this call's
+    caller chain) pushes filters into it: True in the pushdown planner,
+    the ``enable_pushdown`` flag Spark sent the read planner there, None
+    when called from neither (Spark's own check decides then).
+
+    Why: ``spark.sql.python.filterPushdown.enabled`` is a runtime SQL conf
+    the session may switch at any time, after the data source was
+    registered; Spark refuses a reader with ``pushFilters`` once it is off,
+    and a reader without it never gets filters while it is on. The planner
+    worker knows the conf of the query being planned; the registration only
+    the conf of its time."""
+    import sys
+
+    f = sys._getframe(1)
+    while f is not None:
+        mod = f.f_globals.get("__name__")
+        if mod == _PUSHDOWN_PLANNER:
+            return True
+        if mod == _READ_PLANNER and "enable_pushdown" in f.f_locals:
+            return bool(f.f_locals["enable_pushdown"])
+        f = f.f_back
+    return None
+
+
 class LanceDataSource(DataSource):
     """``spark.read.format("lance")`` / ``df.write.format("lance")``."""
 
-    #: Reader class; the registered variant with filter pushdown swaps it.
+    #: Reader class where Spark's planner does not say whether it pushes
+    #: filters; the registered variant with filter pushdown swaps it.
     reader_class = LanceScanReader
 
     @classmethod
@@ -744,7 +778,9 @@ class LanceDataSource(DataSource):
         if self._resolved is None:
             self._open(opts)
         store_uri, version = self._resolved
-        return self.reader_class(opts, version, schema, store_uri)
+        pushdown = planner_pushdown()
+        cls = self.reader_class if pushdown is None else LanceScanReaderWithPushdown if pushdown else LanceScanReader
+        return cls(opts, version, schema, store_uri)
 
     def writer(self, schema: T.StructType, overwrite: bool):
         return LanceDataSourceWriter(self.options, schema, overwrite)
@@ -756,7 +792,9 @@ class LanceDataSourceWithPushdown(LanceDataSource):
 
 def register(spark) -> None:
     """Register the ``lance`` data source in ``spark`` (idempotent). Filter
-    pushdown is used when the session enables it for Python data sources."""
+    pushdown is used when the session enables it for Python data sources --
+    at the time of each read: switching the conf after registering is fine
+    (see :func:`planner_pushdown`)."""
     try:
         pushdown = _truthy(spark.conf.get("spark.sql.python.filterPushdown.enabled", "false"))
     except Exception:

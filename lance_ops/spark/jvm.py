@@ -283,3 +283,61 @@ def master(spark) -> str:
     if is_connect(spark):
         return _conf(spark, "spark.master") or "connect"
     return spark.sparkContext.master
+
+
+#: Seconds a Connect client waits for the server to drop a checkpoint.
+RELEASE_TIMEOUT = 10.0
+
+
+def release_checkpoint(df) -> None:
+    """Free what ``df.localCheckpoint()`` holds, now. Classic sessions:
+    ``unpersist`` (the checkpoint's blocks). Connect sessions: the server
+    keeps the checkpointed relation until the client's plan object
+    (``CachedRemoteRelation``) is finalized, and pyspark's finalizer makes a
+    blocking gRPC call with no deadline -- run by the garbage collector at
+    whatever allocation triggers it, and seen here to block the client for
+    good (once from a collection inside another call, once called directly:
+    no request reached the server). See SPARK-58846 (a deadline, upstream)
+    and lakehq/sail#1704. So the finalizer is disarmed and the release is
+    made here, with a deadline; a release that fails or times out is logged
+    and left to the server (it drops a session's cached relations when the
+    session ends). ``df`` and DataFrames derived from it must not run
+    afterwards."""
+    if not is_connect(df.sparkSession):
+        with contextlib.suppress(Exception):
+            df.unpersist()
+        return
+    plan = getattr(df, "_plan", None)
+    rid = getattr(plan, "_relation_id", None)
+    if type(plan).__name__ != "CachedRemoteRelation" or rid is None:
+        return
+    plan._relation_id = None  # (the finalizer: nothing left to do)
+    try:
+        _remove_cached_relation(df.sparkSession, plan, rid)
+    except Exception as e:  # best effort, as pyspark's own finalizer
+        import logging
+
+        logging.getLogger("lance_ops").warning("could not release checkpoint %s: %s", rid, e)
+
+
+def _remove_cached_relation(spark, plan, rid: str) -> None:
+    """pyspark's ``CachedRemoteRelation.__del__`` request, with a deadline."""
+    from pyspark.sql.connect.plan import RemoveRemoteCachedRelation
+    from pyspark.sql.connect.proto import base_pb2
+
+    client = spark.client
+    plan._relation_id = rid
+    try:
+        command = RemoveRemoteCachedRelation(plan).command(session=client)
+    finally:
+        plan._relation_id = None
+    req = client._execute_plan_request_with_metadata()
+    if client._user_id:
+        req.user_context.user_id = client._user_id
+    req.plan.command.CopyFrom(command)
+    call = client._channel.unary_unary(
+        "/spark.connect.SparkConnectService/ExecutePlan",
+        request_serializer=base_pb2.ExecutePlanRequest.SerializeToString,
+        response_deserializer=base_pb2.ExecutePlanResponse.FromString,
+    )
+    call(req, metadata=client._builder.metadata(), timeout=RELEASE_TIMEOUT)

@@ -50,6 +50,13 @@ def main(url: str, base: str, out: str) -> None:
         steps.append(["compaction", t.optimize().executeCompaction(targetRowsPerFragment=1000).version])
         result["steps"] = steps
         result["rows"] = sorted([list(r) for r in t.toDF().collect()])
+        # Filter pushdown switched off and on after ship_to registered the
+        # source: reads still plan (the planner worker's conf decides).
+        counts = []
+        for on in ("false", "true"):
+            spark.conf.set("spark.sql.python.filterPushdown.enabled", on)
+            counts.append(spark.read.format("lance").load(p).where("id < 50").count())
+        result["pushdown_switched"] = counts
     finally:
         spark.stop()
     with open(out, "w") as f:

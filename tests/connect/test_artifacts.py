@@ -95,4 +95,5 @@ def run_shipped(server, tmp_path) -> dict:
     assert len(ds.get_fragments()) == 1
     expected = sorted([i, 2 * i, 2 * i + 1] for i in range(120) if i % 5)
     assert sorted([list(x.values()) for x in ds.to_table().to_pylist()]) == expected == r["rows"]
+    assert r["pushdown_switched"] == [40, 40]
     return r

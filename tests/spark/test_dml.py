@@ -221,6 +221,62 @@ def test_merge_upsert_matches_pylance(spark, pair, merge_strategy):
     assert info.metrics["numUpdatedRows"] == r["num_updated_rows"]
 
 
+def test_release_checkpoint_frees_it_now(spark):
+    """``jvm.release_checkpoint``: under Spark Connect the server-side
+    relation is removed at the call (a request with a deadline) and the
+    plan's finalizer disarmed (pyspark's blocking, deadline-less gRPC call,
+    run by the garbage collector at an arbitrary point, blocked the client
+    for good: an update hung that way after merges). Classic: unpersist."""
+    from lance_ops.spark import jvm
+
+    df = spark.range(0, 10, 1, 1).localCheckpoint(eager=True)
+    plan = getattr(df, "_plan", None)
+    rid = getattr(plan, "_relation_id", None)
+    assert jvm.is_connect(spark) == (rid is not None)
+    jvm.release_checkpoint(df)
+    if rid is not None:
+        from pyspark.sql.connect.dataframe import DataFrame
+        from pyspark.sql.connect.plan import CachedRemoteRelation
+
+        assert plan._relation_id is None
+        stale = DataFrame(CachedRemoteRelation(rid, spark), spark)
+        try:
+            from pyspark.errors import PySparkException
+
+            with pytest.raises(PySparkException):
+                stale.count()  # the server no longer holds it
+        finally:
+            stale._plan._relation_id = None
+
+
+def test_merge_releases_its_checkpoints(spark, pair, merge_strategy, monkeypatch):
+    """A merge releases the checkpoints it made (its source; with inserts,
+    its matched rows) before it returns or raises."""
+    import lance_ops.ops.merge as merge_mod
+
+    released = []
+    release = merge_mod.release_checkpoint
+    monkeypatch.setattr(merge_mod, "release_checkpoint", lambda df: (released.append(df), release(df)))
+    ours, _ = pair
+    t = LanceTable(spark, ours)
+    info = t.merge(source(spark, range(990, 1010)), "t.id = s.id").whenMatchedUpdateAll() \
+        .whenNotMatchedInsertAll().execute()
+    # broadcast: the source and the matched rows are checkpointed (shuffle: nothing)
+    made = 2 if merge_strategy == "broadcast" else 0
+    assert info.metrics["numSourceRows"] == 20 and len(released) == made
+    with pytest.raises(DuplicateMatchError):
+        t.merge(source(spark, [5, 5, 2000]), "t.id = s.id").whenMatchedUpdateAll().execute()
+    assert len(released) == made + made // 2
+    if jvm_connect(spark):
+        assert all(df._plan._relation_id is None for df in released)
+
+
+def jvm_connect(spark) -> bool:
+    from lance_ops.spark import jvm
+
+    return jvm.is_connect(spark)
+
+
 def test_merge_insert_only_and_conditional(spark, pair, merge_strategy):
     ours, ref = pair
     ids = list(range(990, 1010))

@@ -131,7 +131,11 @@ spark.stop()
 def test_two_processes_deleting_disjoint_rows_of_one_fragment(spark, path, tmp_path):
     script = tmp_path / "deleter.py"
     script.write_text(DELETER)
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    # (a classic session of its own: not the Connect mode pyspark records in
+    # this process's environment when the test session is a Connect one)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE", "SPARK_REMOTE")}
+    env["PYTHONPATH"] = ROOT
     proc = subprocess.Popen([sys.executable, str(script), path, "1"], env=env, cwd=ROOT)
     try:
         for k in range(6):

@@ -6,7 +6,9 @@ import pytest
 
 from lance_ops import LanceTable
 from lance_ops.errors import (
+    ConstraintViolationError,
     CorruptTableError,
+    DuplicateMatchError,
     ReadOnlyVersionError,
     SchemaMismatchError,
     TableExistsError,
@@ -131,3 +133,138 @@ def test_bad_sql_in_read_is_sparks_error(spark, table):
 
     with pytest.raises(AnalysisException):
         LanceTable(spark, table).toDF().where("no_such_column > 1").collect()
+
+
+# ------------------------------------------------- errors raised in executors
+# Each operation that can meet a lance_ops error inside its Spark tasks (a
+# CHECK constraint broken by a written row, a key matching twice, a UDF's
+# wrong output, a damaged data file) raises that error's own class, with its
+# fields, on the driver -- and through Spark Connect on the client (this file
+# runs in the Connect pass of `make test`): never a PythonException or a gRPC
+# error. Nothing is committed.
+
+@pytest.fixture(scope="module")
+def constrained(spark, tmp_path_factory):
+    """One table for every case below: 40 rows in 4 fragments, CHECK
+    (v > 0). Each case's operation fails and commits nothing (checked), so
+    they share it."""
+    p = str(tmp_path_factory.mktemp("executor-errors") / "x.lance")
+    t = LanceTable.create(spark, p, spark.createDataFrame([(i, float(i), i % 3) for i in range(1, 41)],
+                                                          "id long, v double, k int"), maxRowsPerFragment=10)
+    t.addConstraint("positive_v", "v > 0")
+    return p, t.refresh()
+
+
+def _unchanged(p, version, files):
+    assert lance.dataset(p).version == version and lance.dataset(p).count_rows() == 40
+    assert [d for d in snapshot_of_dir(p) if "_versions" in d[0]] == [d for d in files if "_versions" in d[0]]
+
+
+def _src(spark, rows):
+    return spark.createDataFrame(rows, "id long, v double, k int")
+
+
+CONSTRAINT_BREAKERS = {
+    "append": lambda s, t: t.append(_src(s, [(100, -1.0, 1)])),
+    "overwrite": lambda s, t: t.overwrite(_src(s, [(100, 1.0, 1), (101, -1.0, 1)])),
+    "update": lambda s, t: t.update("id = 5", {"v": "-v"}),
+    "merge update": lambda s, t: t.merge(_src(s, [(5, -3.0, 1), (500, 2.0, 1)]), "t.id = s.id")
+    .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(),
+    "merge insert": lambda s, t: t.merge(_src(s, [(600, -2.0, 1)]), "t.id = s.id").whenNotMatchedInsertAll().execute(),
+    "rewriteColumns": lambda s, t: t.rewriteColumns({"v": "v - 20"}, "id < 30"),
+    "backfill": lambda s, t: t.backfill({"v": "v - 100"}, where="id = 7"),
+}
+
+
+@pytest.mark.parametrize("op", list(CONSTRAINT_BREAKERS))
+def test_constraint_violation_in_executor_arrives_as_itself(spark, constrained, op):
+    p, t = constrained
+    version, files = lance.dataset(p).version, snapshot_of_dir(p)
+    with pytest.raises(ConstraintViolationError) as e:
+        CONSTRAINT_BREAKERS[op](spark, t)
+    assert type(e.value) is ConstraintViolationError
+    assert (e.value.constraint, e.value.expression) == ("positive_v", "v > 0")
+    assert float(e.value.row["v"]) <= 0 and "positive_v" in str(e.value)
+    _unchanged(p, version, files)
+
+
+def _wrong_rows():
+    """An Arrow UDF returning one row whatever it gets (nested: pickled by
+    value, so a Connect server's workers need nothing of tests/)."""
+    import pyarrow as pa
+
+    def fn(b):
+        return pa.RecordBatch.from_arrays([pa.array([1], pa.int64())], names=["w"])
+
+    return fn
+
+
+TASK_ERRORS = {
+    # several source rows modify one target row
+    "merge duplicate match": (DuplicateMatchError, lambda s, t: t.merge(
+        _src(s, [(5, 1.0, 1), (5, 2.0, 1)]), "t.id = s.id").whenMatchedUpdateAll().execute()),
+    # a keyed DataFrame whose key matches one row twice
+    "addColumns by key, duplicate key": (DuplicateMatchError, lambda s, t: t.addColumns(
+        s.createDataFrame([(5, 1), (5, 2)], "id long, w long"), on="id")),
+    # an Arrow UDF that returns the wrong number of rows
+    "addColumns fn, wrong output": (SchemaMismatchError, lambda s, t: t.addColumns(
+        _wrong_rows(), readColumns=["v"], outputSchema="w long")),
+}
+
+
+@pytest.mark.parametrize("op", list(TASK_ERRORS))
+def test_task_errors_arrive_as_themselves(spark, constrained, op):
+    cls, run = TASK_ERRORS[op]
+    p, t = constrained
+    version, files = lance.dataset(p).version, snapshot_of_dir(p)
+    with pytest.raises(cls) as e:
+        run(spark, t)
+    assert type(e.value) is cls, repr(e.value)
+    assert "lance_ops-error" not in str(e.value)  # the payload decoded, not shown
+    _unchanged(p, version, files)
+
+
+@pytest.fixture(scope="module")
+def damaged(spark, constrained, tmp_path_factory):
+    """A copy of the table above whose last data file is truncated."""
+    import shutil
+
+    p = str(tmp_path_factory.mktemp("executor-damaged") / "x.lance")
+    shutil.copytree(constrained[0], p)
+    frag = lance.dataset(p).get_fragments()[-1]
+    data = os.path.join(p, "data", frag.data_files()[0].path)
+    with open(data, "r+b") as f:
+        f.truncate(os.path.getsize(data) // 2)
+    return p, LanceTable(spark, p), data
+
+
+DAMAGED_FILE_OPS = {
+    "delete": lambda s, t: t.delete("v > 35"),
+    "update": lambda s, t: t.update("v > 35", {"k": "k + 1"}),
+    "compaction": lambda s, t: t.optimize().executeCompaction(targetRowsPerFragment=1000),
+}
+
+
+@pytest.mark.parametrize("op", list(DAMAGED_FILE_OPS))
+def test_damaged_data_file_in_executor_arrives_as_corrupt_table_error(spark, damaged, op):
+    p, t, data = damaged
+    version = lance.dataset(p).version
+    with pytest.raises(CorruptTableError) as e:
+        DAMAGED_FILE_OPS[op](spark, t)
+    assert type(e.value) is CorruptTableError
+    assert e.value.path and os.path.basename(data) in e.value.path
+    assert lance.dataset(p).version == version
+
+
+def test_damaged_data_file_in_a_read_carries_the_error(spark, damaged):
+    """A read's action is the caller's (``collect`` on ``toDF()``): Spark's
+    own error reaches it, carrying the lance_ops error as data that
+    ``lance_ops.spark.errors.decode`` turns back into it -- through Connect
+    too (the payload survives the server's error message)."""
+    from lance_ops.spark.errors import decode
+
+    p, t, data = damaged
+    with pytest.raises(Exception) as e:
+        t.toDF().collect()
+    err = decode(str(e.value))
+    assert type(err) is CorruptTableError and os.path.basename(data) in err.path

@@ -114,6 +114,35 @@ def test_filter_pushdown_matches_spark(spark, tmp_path):
         assert got == expected, cond
 
 
+PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
+
+
+def test_filter_pushdown_conf_switched_after_registration(spark, tmp_path):
+    """The ``lance`` source is registered while pushdown is on (the fixture's
+    session); switching the runtime conf off and on again afterwards still
+    reads -- Spark refuses a reader with ``pushFilters`` while it is off --
+    and pushes the filter exactly when it is on. On a Connect session as on
+    a classic one (this file runs in both passes)."""
+    from lance_ops import register
+    from lance_ops.spark.datasource import read_scan_trace
+
+    p = str(tmp_path / "t.lance")
+    lance.write_dataset(base_table(100), p, max_rows_per_file=40)
+    register(spark)
+    before = spark.conf.get(PUSHDOWN)
+    try:
+        for k, on in enumerate([False, True, False, True]):
+            spark.conf.set(PUSHDOWN, str(on).lower())
+            trace = str(tmp_path / f"trace{k}")
+            for df in (spark.read.format("lance").option("scanTrace", trace).load(p),
+                       LanceTable(spark, p).toDF()):
+                assert sorted(r.id for r in df.where("id < 5").select("id").collect()) == [0, 1, 2, 3, 4], on
+            filters = {f for r in read_scan_trace(trace) for f in r["filters"]}
+            assert bool(filters) == on, (on, filters)
+    finally:
+        spark.conf.set(PUSHDOWN, before)
+
+
 def _partitions(df) -> int:
     """Scan partitions (all non-empty here) without the RDD API, which Spark
     Connect lacks."""

@@ -11,6 +11,7 @@ from pyspark.errors import AnalysisException
 import lance_ops
 from lance_ops import LanceTable
 from lance_ops.errors import ReadOnlyVersionError, SchemaMismatchError, TableExistsError
+from lance_ops.txn.vacuum import RETENTION_CHECK_CONF
 from tests.helpers import arrow_rows, pylance_pair
 
 LINEAGE = ["_row_created_at_version", "_row_last_updated_at_version"]
@@ -245,7 +246,7 @@ def test_table_properties_are_pylance_config(spark, trio):
 
 
 # -------------------------------------------------------------- maintenance
-def test_optimize_vacuum_restore_history_detail(spark, trio, monkeypatch):
+def test_optimize_vacuum_restore_history_detail(spark, trio):
     s, a, _ = trio
     r = one(run(spark, f"OPTIMIZE lance.`{s}` WITH (targetRowsPerFragment = 1000, materializeDeletions = true)"))
     info = LanceTable(spark, a).optimize().executeCompaction(targetRowsPerFragment=1000)
@@ -266,13 +267,17 @@ def test_optimize_vacuum_restore_history_detail(spark, trio, monkeypatch):
     # vacuum: dry run lists, retention check as the API
     with pytest.raises(lance_ops.InvalidArgumentError):
         run(spark, f"VACUUM lance.`{s}` RETAIN 0 HOURS")
-    monkeypatch.setattr(spark.conf, "get", _conf_override(spark.conf.get, {
-        "spark.lance_ops.vacuum.retentionDurationCheck.enabled": "false"}))
-    dry = {r.path for r in run(spark, f"VACUUM lance.`{s}` RETAIN 0 HOURS DRY RUN").collect()}
-    expected = set(LanceTable(spark, s).vacuum(0, dryRun=True, enforceRetentionDuration=False))
-    root = LanceTable(spark, s).uri
-    assert dry == {f"{root}/{p}" for p in expected} and dry
-    out = run(spark, f"VACUUM lance.`{s}` RETAIN 0 HOURS").collect()
+    # (set on the session, not patched into this process: a Connect session's
+    # `conf` is a new object per access and the server holds the value)
+    spark.conf.set(RETENTION_CHECK_CONF, "false")
+    try:
+        dry = {r.path for r in run(spark, f"VACUUM lance.`{s}` RETAIN 0 HOURS DRY RUN").collect()}
+        expected = set(LanceTable(spark, s).vacuum(0, dryRun=True, enforceRetentionDuration=False))
+        root = LanceTable(spark, s).uri
+        assert dry == {f"{root}/{p}" for p in expected} and dry
+        out = run(spark, f"VACUUM lance.`{s}` RETAIN 0 HOURS").collect()
+    finally:
+        spark.conf.unset(RETENTION_CHECK_CONF)
     assert [r.path for r in out] == [root]
     assert lance.dataset(s).count_rows() == 294
     # restore to the latest kept version's parent: only the latest is left, so tag and restore a new one
@@ -281,13 +286,6 @@ def test_optimize_vacuum_restore_history_detail(spark, trio, monkeypatch):
     r = one(run(spark, f"RESTORE TABLE lance.`{s}` TO VERSION AS OF {v_before - 1}"))
     assert lance.dataset(s).version == v_before + 1 and lance.dataset(s).count_rows() == 294
     assert r["num_of_files_after_restore"] == 1 and r["num_restored_files"] == 0 and r["num_removed_files"] == 0
-
-
-def _conf_override(get, values):
-    def patched(key, *default):
-        return values[key] if key in values else get(key, *default)
-
-    return patched
 
 
 def test_tags_time_travel_and_read_only(spark, trio):
