@@ -359,9 +359,13 @@ def rewrite_columns(spark, snapshot: Snapshot, exprs: dict, condition):
         arrow = analyzed_assignments(spark, snap, condition, exprs, specs)
         if arrow is not None:
             try:
-                results = _arrow_rewrite(spark, snap, ctx, arrow, list(exprs))
+                results, kept = _arrow_rewrite(spark, snap, ctx, arrow, list(exprs))
                 log_evaluation("rewriteColumns", snap, "arrow")
-                return _rewrite_staged(snap, fields, results, params, None, None, "arrow")
+                live = [f for f in snap.fragments if f.physical_rows]
+                # (data skipping chose whole fragments, read once: no separate pre-pass)
+                scanned = {"numFragmentsScanned": len(kept), "numFragmentsSkipped": len(live) - len(kept),
+                           "numRowsScanned": 0}
+                return _rewrite_staged(snap, fields, results, params, scanned, kept, "arrow")
             except ArrowEvalFallback as e:
                 log.info("rewriteColumns %s v%s: %s; evaluating on Spark", snap.store.root, snap.version, e)
                 ctx.transform, ctx.journal = None, None
@@ -407,9 +411,9 @@ def _rewrite_staged(snap: Snapshot, fields, results: dict, params: dict, scanned
     return guarded(StagedCommit(op, metrics, params), snap)
 
 
-def _arrow_rewrite(spark, snap: Snapshot, ctx: ColumnFileContext, arrow, assigned: list[str]) -> dict:
-    """One stage: each task reads the referenced and assigned columns of its
-    fragments, computes the new values with Arrow (old ones where the
+def _arrow_rewrite(spark, snap: Snapshot, ctx: ColumnFileContext, arrow, assigned: list[str]) -> tuple[dict, list]:
+    """One stage (returns its results and the fragment ids it read): each
+    task reads the referenced and assigned columns of its fragments, computes the new values with Arrow (old ones where the
     condition is not true) and writes the column files -- the same writer
     as the Spark path."""
     wanted = set(arrow.columns) | set(assigned)
@@ -417,12 +421,12 @@ def _arrow_rewrite(spark, snap: Snapshot, ctx: ColumnFileContext, arrow, assigne
     arrow_in = spark_arrow_schema(spark_schema(snap.schema, data, arrow.metadata))
     target = spark_arrow_schema(spark_schema(snap.schema, assigned, ()))
     ctx.transform = arrow_rewrite_transform(arrow, target, CHANGED)
-    kept = [f for f in snap.fragments if arrow.ranges.get(f.id)]  # (data skipping: whole fragments only)
+    kept = [f for f in snap.fragments if arrow.ranges.get(f.id) and f.physical_rows]  # (whole fragments only)
     groups = fragment_groups(kept, rows_per_partition(spark, snap.num_rows()))
     with journaled(ctx.store) as token:
         ctx.journal = token
         task = function_column_files(ctx, arrow_in.names, data, arrow.metadata, arrow_in, snap.stable_row_ids)
-        return parse_results(run_pair_tasks(spark, groups, task))
+        return parse_results(run_pair_tasks(spark, groups, task)), [f.id for f in kept]
 
 
 def _rewrite_scan_metrics(snap: Snapshot, scanned: dict | None, frag_ids) -> dict:
