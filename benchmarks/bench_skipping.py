@@ -155,8 +155,104 @@ def run(ctx: Context) -> Section:
                            peer_plus, "time", PEER_GOAL,
                            f"pylance alone {t['pylance']} s; empty job of {tasks} task(s) {empty} s; "
                            f"lance_ops ran {how}"))
+    section.note(_python_source_floor(ctx))
+    section.note(_driver_memory(ctx, bases["indexed"]))
     section.note(ctx.memory_note())
     return section
+
+
+def _python_source_floor(ctx: Context) -> str:
+    """What any Python data source pays for the read's query shape: count +
+    sum over a source of one partition that yields one row (its schema
+    lookup and planning round trips to Python workers, the scan task, and
+    the aggregate's second stage), timed in this run -- the floor under the
+    indexed read, which an empty job of one task does not have."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class _OneRowReader(DataSourceReader):
+        def partitions(self):
+            return [InputPartition(0)]
+
+        def read(self, partition):
+            yield (1.0,)
+
+    class _OneRow(DataSource):
+        @classmethod
+        def name(cls):
+            return "lance_ops_bench_one_row"
+
+        def schema(self):
+            return "f0 double"
+
+        def reader(self, schema):
+            return _OneRowReader()
+
+    spark = ctx.spark
+    spark.dataSource.register(_OneRow)
+    t = ctx.timeit(lambda: spark.read.format(_OneRow.name()).load().agg(F.count("*"), F.sum("f0")).collect(),
+                   warmup=True)
+    return (f"floor of the read's query shape on any Python data source (count + sum over a one-row, "
+            f"one-partition source, no lance_ops code): {t} s")
+
+
+#: The table size the driver-memory check compares the run's size with.
+MEMORY_SMALL_DIVISOR = 10
+
+
+def _peak_growth(fn) -> tuple[int, int]:
+    """(peak RSS growth of this process, peak traced Python allocation) while
+    ``fn`` runs: the driver's own memory for one operation. The peak RSS
+    (VmHWM) is reset first through /proc/self/clear_refs."""
+    import tracemalloc
+
+    def status(key):
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = status("VmRSS:")
+    tracemalloc.start()
+    try:
+        fn()
+        traced = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return max(0, status("VmHWM:") - before), traced
+
+
+def _driver_memory(ctx: Context, indexed_base: str) -> str:
+    """The issue's "driver memory flat in table size": each indexed operation
+    on the run's table and on one a tenth of its size (same 40 fragments,
+    ZONEMAPs by createIndex), each from a fresh copy; the driver's peak RSS
+    growth and peak Python allocation (tracemalloc) during the operation.
+    Untimed. (In local mode the JVM is driver and executors at once, so its
+    heap is not the driver's alone: not measured here.)"""
+    spark = ctx.spark
+    sizes = {"small": ctx.rows // MEMORY_SMALL_DIVISOR, "large": ctx.rows}
+    results: dict[str, dict[str, tuple[int, int]]] = {}
+    for label, n in sizes.items():
+        if label == "large":
+            base = indexed_base
+        else:
+            base = ctx.scratch("skip-memory-small.lance")
+            schema = next(_table(1)).schema
+            lance.write_dataset(pa.RecordBatchReader.from_batches(schema, _table(n)), base,
+                                max_rows_per_file=-(-n // FILES), enable_stable_row_ids=True)
+            LanceTable(spark, base).createIndex(["id", "ts"], "ZONEMAP")
+        results[label] = _memory_at(ctx, label, n, base)
+    worst = max(results["large"][op][1] / max(1, results["small"][op][1]) for op in results["large"])
+    mib = lambda b: f"{b / 2**20:.1f}"  # noqa: E731
+    parts = "; ".join(
+        f"{op} {mib(results['small'][op][1])} → {mib(results['large'][op][1])} MiB "
+        f"(RSS growth {mib(results['small'][op][0])} → {mib(results['large'][op][0])})"
+        for op in results["large"])
+    return (f"driver memory of each indexed operation, {sizes['small']:,} → {sizes['large']:,} rows "
+            f"(peak Python allocation, tracemalloc): {parts}; worst growth {worst:.2f}× for "
+            f"{MEMORY_SMALL_DIVISOR}× the rows (goal: flat, ≤ 1.5×: {'PASS' if worst <= 1.5 else 'FAIL'})")
 
 
 def _description(ctx: Context, delete_pred: str, read_pred: str) -> str:
@@ -176,3 +272,32 @@ Ratios: *rate* = seconds without the index / seconds with it (goal ≥ {SPEEDUP_
 seconds / (pylance seconds + one empty Spark job of the task count of that operation's indexed run -- its widest
 stage, from its progress lines; the read's scan tasks from its skip report) (goal ≤ {PEER_GOAL:g}).
 Best of {ctx.repeat} runs."""
+
+
+def _memory_at(ctx: Context, label: str, n: int, base: str) -> dict[str, tuple[int, int]]:
+    """:func:`_peak_growth` of each indexed operation on a fresh copy of
+    ``base`` (``n`` rows), after one warm run (imports and caches are not
+    the table's size)."""
+    spark = ctx.spark
+    work = ctx.scratch("skip-memory-run.lance")
+    a = n // 2 + n // 7
+    pred = f"id BETWEEN {a} AND {a + 10_000}"
+    ids = np.arange(a, a + 2 * MERGE_ROWS, 2, dtype=np.int64)
+    src_path = ctx.scratch(f"skip-memory-source-{label}.parquet")
+    pq.write_table(pa.table({"id": ids, "ts": pa.array(TS0 + ids * 1_000_000, pa.timestamp("us", "UTC")),
+                             "f0": np.zeros(len(ids)), "s": [f"m-{i}" for i in ids]},
+                            schema=next(_table(1)).schema), src_path)
+    ops = {
+        "delete": lambda: LanceTable(spark, work).delete(pred),
+        "update": lambda: LanceTable(spark, work).update(pred, {"f0": "f0 + 1"}),
+        "read": lambda: spark.read.format("lance").load(work).where(pred).agg(F.count("*"), F.sum("f0")).collect(),
+        "merge": lambda: LanceTable(spark, work).merge(spark.read.parquet(src_path), "t.id = s.id")
+        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(),
+    }
+    out = {}
+    for op, fn in ops.items():
+        fresh_copy(base, work)
+        fn()
+        fresh_copy(base, work)
+        out[op] = _peak_growth(fn)
+    return out
