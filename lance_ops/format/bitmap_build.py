@@ -70,12 +70,13 @@ def partial_bitmaps(values: pa.Array, ids: np.ndarray) -> pa.Table:
     ids = np.asarray(ids, dtype=np.uint64)
     highs = (ids >> np.uint64(32)).astype(np.int64)
     # one group per (key, high): sort by both, keep the ids' order within
-    combined = codes * (int(highs.max()) + 1) + highs
+    span = int(highs.max()) + 1
+    combined = codes * span + highs
     order = np.argsort(combined, kind="stable")
     combined, ids = combined[order], ids[order]
     cut = np.flatnonzero(np.diff(combined)) + 1
     starts = np.concatenate([[0], cut])
-    group_codes, group_highs = combined[starts] // (int(highs.max()) + 1), combined[starts] % (int(highs.max()) + 1)
+    group_codes, group_highs = np.divmod(combined[starts], span)
     lows = (ids & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     blobs = [BitMap(part).serialize() for part in np.split(lows, cut)]
     keys = _key_values(enc.dictionary, values.type).take(pa.array(group_codes))
@@ -130,18 +131,13 @@ def bitmap_file_table(parts: list[pa.Table], key_type: pa.DataType) -> pa.Table:
                     schema=file_schema(key_type, len(blobs)))
 
 
-class _Sorted:
-    """A bitmap serialized as roaring-rs would (:mod:`.roaring`)."""
-
-    def __init__(self, bm: BitMap):
-        self.bm = bm
-
-    def serialize(self) -> bytes:
-        return serialize_sorted(np.asarray(self.bm.to_array(), dtype=np.uint32))
+def _serialize_as_roaring_rs(bm: BitMap) -> bytes:
+    """pylance's bytes for a bitmap (:mod:`.roaring`), not pyroaring's."""
+    return serialize_sorted(np.asarray(bm.to_array(), dtype=np.uint32))
 
 
 def encode_maps(m: dict[int, BitMap]) -> bytes:
-    return encode_row_addr_map({k: _Sorted(v) for k, v in m.items()})
+    return encode_row_addr_map(m, serialize=_serialize_as_roaring_rs)
 
 
 __all__ = ["BITMAP_FILE", "partial_bitmaps", "empty_partial", "bitmap_file_table", "file_schema", "encode_maps"]

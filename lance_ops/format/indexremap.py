@@ -235,11 +235,13 @@ def decode_row_addr_map(data: bytes) -> dict[int, BitMap | None]:
     return out
 
 
-def encode_row_addr_map(m: dict[int, BitMap | None]) -> bytes:
+def encode_row_addr_map(m: dict[int, BitMap | None], serialize=BitMap.serialize) -> bytes:
+    """The inverse of :func:`decode_row_addr_map`; ``serialize`` writes one
+    fragment's bitmap (an index builder passes roaring-rs' layout)."""
     out = bytearray(struct.pack("<I", len(m)))
     for frag in sorted(m):
         bm = m[frag]
-        body = b"" if bm is None else bm.serialize()
+        body = b"" if bm is None else serialize(bm)
         out += struct.pack("<II", frag, len(body)) + body
     return bytes(out)
 
