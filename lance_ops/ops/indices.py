@@ -1,4 +1,4 @@
-"""Scalar indices: ``createIndex`` (ZONEMAP, BLOOMFILTER, BITMAP), ``dropIndex``, ``listIndices``,
+"""Scalar indices: ``createIndex`` (ZONEMAP, BLOOMFILTER, BITMAP, BTREE), ``dropIndex``, ``listIndices``,
 ``optimize().executeIndexUpdate()``.
 
 A zone map is computed per fragment in executors (a ``mapInArrow`` over the
@@ -19,10 +19,14 @@ A BITMAP (one roaring bitmap of row ids or addresses per distinct value,
 :mod:`lance_ops.format.bitmap_build`) is O(rows), so it never passes through
 the driver: executor tasks make partial bitmaps per fragment, ONE executor
 task merges them and writes ``bitmap_page_lookup.lance`` (bit for bit
-pylance 14's), and only its size comes back.
+pylance 14's), and only its size comes back. A BTREE
+(:mod:`lance_ops.format.btree_build`) is built the same way: tasks read
+(value, row address) pairs, ONE task sorts them all and writes
+``page_data.lance`` and ``page_lookup.lance``.
 """
 from __future__ import annotations
 
+import json
 import time
 import uuid as uuid_mod
 
@@ -41,6 +45,7 @@ from ..format.zones import (
     BITMAP,
     BLOOMFILTER,
     BLOOMFILTER_FILE,
+    BTREE,
     TYPE_NAMES,
     ZONEMAP,
     ZONEMAP_FILE,
@@ -301,7 +306,7 @@ NO_NULLS = b"\x00\x00\x00\x00"
 BLOOMFILTER_DETAILS = any_pb2.Any(type_url="/lance.index.pb.BloomFilterIndexDetails", value=b"")
 
 
-INDEX_TYPES = ("ZONEMAP", "BLOOMFILTER", "BITMAP")
+INDEX_TYPES = ("ZONEMAP", "BLOOMFILTER", "BITMAP", "BTREE")
 
 
 def written_index(snap: Snapshot, column: str, name: str, fragments, zones: pa.Table, kind: str):
@@ -345,19 +350,57 @@ def new_bitmap_index(spark, snap: Snapshot, column: str, name: str, fragments):
 
 def build_bitmap_file(spark, snap: Snapshot, column: str, fragments, directory: str) -> int:
     """``directory``/bitmap_page_lookup.lance for ``column`` over the live
-    rows of ``fragments``, in ONE Spark job: per-fragment partial bitmaps in
-    parallel tasks, then one task merges and writes; returns the file size."""
+    rows of ``fragments`` (:func:`build_in_one_job`); returns its size."""
     from ..format.bitmap_build import bitmap_file_table, empty_partial, partial_bitmaps
+
+    key_type, store = snap.schema.field(column).arrow_type(), snap.store  # (what the tasks pickle)
+
+    def write(parts: list[pa.Table]) -> int:
+        return write_zonemap(store, directory, bitmap_file_table(parts, key_type), BITMAP_FILE)
+
+    return int(build_in_one_job(
+        spark, snap, column, fragments, by_row_id=snap.stable_row_ids,
+        partial=lambda values, ids: partial_bitmaps(values, ids), empty=lambda: empty_partial(key_type),
+        write=write))
+
+
+def build_btree_files(spark, snap: Snapshot, column: str, fragments, directory: str) -> list[tuple[str, int]]:
+    """``directory``/page_data.lance and page_lookup.lance for ``column`` over
+    the live rows of ``fragments`` (:func:`build_in_one_job`: the sort of
+    every (value, row address) runs in the one writing task, as pylance's
+    build sorts on one machine); returns (file, size) of each."""
+    from ..format.btree_build import BTREE_DATA_FILE, BTREE_LOOKUP_FILE, btree_tables, pairs, pairs_schema
+
+    key_type, store = snap.schema.field(column).arrow_type(), snap.store  # (what the tasks pickle)
+
+    def write(parts: list[pa.Table]) -> list:
+        data, lookup = btree_tables(parts, key_type)
+        return [[name, write_zonemap(store, directory, t, name)]
+                for name, t in ((BTREE_DATA_FILE, data), (BTREE_LOOKUP_FILE, lookup))]
+
+    files = build_in_one_job(
+        spark, snap, column, fragments, by_row_id=False,  # (addresses also with stable row ids)
+        partial=lambda values, ids: pairs(values, ids, key_type), empty=lambda: pairs_schema(key_type).empty_table(),
+        write=write)
+    return [(name, int(size)) for name, size in files]
+
+
+def build_in_one_job(spark, snap: Snapshot, column: str, fragments, *, by_row_id: bool, partial, empty, write):
+    """An index file built from ``column`` over the live rows of
+    ``fragments`` in ONE Spark job: tasks turn each fragment's values and
+    row ids (``by_row_id``) or addresses into ``partial(values, ids)``
+    tables (Arrow IPC), then ONE task gathers them and calls ``write(parts)``
+    (an index file is one file: never through the driver); returns what
+    ``write`` returned (JSON-able: file sizes, never rows)."""
     from ..format.scan import ROW_ADDR, ROW_ID, FragmentScan, scan_fragment
     from ..spark.frames import total_cores
 
     store, schema = snap.store, snap.schema
-    key_type = schema.field(column).arrow_type()
     stable = snap.stable_row_ids
-    meta = ROW_ID if stable else ROW_ADDR
+    meta = ROW_ID if by_row_id else ROW_ADDR
     frags = [f for f in fragments if f.physical_rows]
     if not frags:  # nothing to read: the (empty) file is written here
-        return write_zonemap(store, directory, bitmap_file_table([], key_type), BITMAP_FILE)
+        return write([])
 
     @executor_task
     def partials(batches):
@@ -366,9 +409,9 @@ def build_bitmap_file(spark, snap: Snapshot, column: str, fragments, directory: 
             for raw in b.column(0).to_pylist():
                 frag = table_pb2.DataFragment.FromString(raw)
                 scan = FragmentScan(frag, [column], [meta], stable_row_ids=stable)
-                parts = [partial_bitmaps(rb.column(column), rb.column(meta).to_numpy())
+                parts = [partial(rb.column(column), rb.column(meta).to_numpy())
                          for rb in scan_fragment(store, schema, scan)]
-                t = pa.concat_tables(parts) if parts else empty_partial(key_type)
+                t = pa.concat_tables(parts) if parts else empty()
                 sink = pa.BufferOutputStream()
                 with pa.ipc.new_stream(sink, t.schema) as w:
                     w.write_table(t)
@@ -376,18 +419,47 @@ def build_bitmap_file(spark, snap: Snapshot, column: str, fragments, directory: 
             yield pa.RecordBatch.from_pydict({"part": pa.array(out, pa.binary())})
 
     @executor_task
-    def merge_and_write(batches):
+    def gather_and_write(batches):
         parts = [pa.ipc.open_stream(raw).read_all() for b in batches for raw in b.column(0).to_pylist()]
-        table = bitmap_file_table(parts, key_type)
-        size = write_zonemap(store, directory, table, BITMAP_FILE)
-        yield pa.RecordBatch.from_pydict({"size": [size], "keys": [table.num_rows]})
+        yield pa.RecordBatch.from_pydict({"result": [json.dumps(write(parts))]})
 
     blobs = spark.createDataFrame([(f.SerializeToString(),) for f in frags], "fragment binary")
     blobs = blobs.repartition(max(1, min(len(frags), total_cores(spark) * 2)))
     with executor_errors():
         rows = (blobs.mapInArrow(partials, "part binary").repartition(1)
-                .mapInArrow(merge_and_write, "size long, keys long").collect())
-    return int(sum(r[0] for r in rows))
+                .mapInArrow(gather_and_write, "result string").collect())
+    return json.loads(rows[0][0])
+
+
+#: BTreeIndexDetails as pylance 14 writes it (no fields).
+BTREE_DETAILS = any_pb2.Any(type_url="/lance.table.BTreeIndexDetails", value=b"")
+#: pylance 14 gives a BTREE index_version 1 on a stable-row-id table (0
+#: otherwise): its files hold row *addresses* there, and a version-0 BTREE
+#: would be searched as if they were row ids (checked: pylance then finds
+#: nothing).
+BTREE_VERSION_STABLE_ROW_IDS = 1
+
+
+def new_btree_index(spark, snap: Snapshot, column: str, name: str, fragments):
+    """Build a BTREE on ``column`` over ``fragments`` (executors write its
+    files); its IndexMetadata, covering ``fragments``."""
+    uid = uuid_mod.uuid4()
+    files = build_btree_files(spark, snap, column, list(fragments), f"_indices/{uid}")
+    meta = table_pb2.IndexMetadata(
+        name=name, fields=[snap.schema.field(column).id], dataset_version=snap.version,
+        fragment_bitmap=BitMap(f.id for f in fragments).serialize(),
+        index_version=BTREE_VERSION_STABLE_ROW_IDS if snap.stable_row_ids else 0,
+        created_at=int(time.time() * 1000),
+    )
+    meta.uuid.uuid = uid.bytes
+    meta.index_details.CopyFrom(BTREE_DETAILS)
+    meta.files.extend(table_pb2.IndexFile(path=p, size_bytes=s) for p, s in files)
+    return meta
+
+
+#: Index types built whole over the fragments they cover (one file of every
+#: row, never through the driver), by type name.
+WHOLE_BUILDS = {"BITMAP": new_bitmap_index, "BTREE": new_btree_index}
 
 
 def create_index(spark, snapshot: Snapshot, column, index_type: str, name: str | None):
@@ -410,9 +482,9 @@ def create_index(spark, snapshot: Snapshot, column, index_type: str, name: str |
                 f"a BLOOMFILTER cannot index column {c!r} of type {snapshot.schema.field(c).arrow_type()} "
                 "(integers, floats, strings, binary, dates, times and timestamps)"
             )
-        if kind == "BITMAP" and not prunable_type(snapshot.schema.field(c).arrow_type()):
+        if kind in ("BITMAP", "BTREE") and not prunable_type(snapshot.schema.field(c).arrow_type()):
             raise InvalidArgumentError(
-                f"a BITMAP cannot index column {c!r} of type {snapshot.schema.field(c).arrow_type()} "
+                f"a {kind} cannot index column {c!r} of type {snapshot.schema.field(c).arrow_type()} "
                 "(integers, floats, booleans, strings, dates and timestamps)"
             )
     names = {c: (name or f"{c}_idx") for c in columns}
@@ -422,15 +494,15 @@ def create_index(spark, snapshot: Snapshot, column, index_type: str, name: str |
             if c not in snap.schema.names:
                 raise InvalidArgumentError(f"column {c!r} no longer exists")
         frags = list(snap.fragments)
-        if kind == "BITMAP":
-            metas = [new_bitmap_index(spark, snap, c, names[c], frags) for c in columns]
+        if kind in WHOLE_BUILDS:
+            metas = [WHOLE_BUILDS[kind](spark, snap, c, names[c], frags) for c in columns]
         else:
             zones = compute_zones_of(spark, snap, columns, frags, kind)
             metas = [written_index(snap, c, names[c], frags, zones[c], kind) for c in columns]
         removed = [i for i in snap.indices if i.name in set(names.values())]
         op = CreateIndex(metas, removed)
         metrics = {"numIndexedFragments": len(covered_fragments(metas[0])), "numIndexedRows": snap.num_rows(),
-                   "bytesWritten": sum(m.files[0].size_bytes for m in metas)}
+                   "bytesWritten": sum(f.size_bytes for m in metas for f in m.files)}
         return StagedCommit(op, metrics, {"index": ",".join(names.values()), "column": ",".join(columns),
                                           "type": kind})
 
@@ -471,8 +543,8 @@ def update_indices(spark, snapshot: Snapshot):
     one index with its old zones (of fragments that still exist; a bloom
     filter's null rows too) plus zones of the fragments it lacks -- for bloom
     filters bit for bit what pylance's ``optimize_indices`` writes. A BITMAP
-    lacking fragments is rebuilt over all live ones. Other index types are
-    left alone (reported in ``indicesSkipped``)."""
+    or BTREE lacking fragments is rebuilt over all live ones. Other index
+    types are left alone (reported in ``indicesSkipped``)."""
 
     def prepare(snap: Snapshot) -> StagedCommit | None:
         live = {f.id: f for f in snap.fragments}
@@ -482,14 +554,15 @@ def update_indices(spark, snapshot: Snapshot):
         new, removed, skipped, added = [], [], [], 0
         for name, group in sorted(by_name.items()):
             kinds = {index_kind(i) for i in group}
-            if kinds == {BITMAP} and all(bitmap_buildable(snap, i) for i in group):
+            if len(kinds) == 1 and all(whole_buildable(snap, i) for i in group):
                 covered = set().union(*(covered_fragments(i) for i in group))
                 if set(live) - covered:
-                    # a bitmap is rebuilt whole over the live fragments
-                    # (pylance merges the new keys into the old file: same
-                    # rows, minus those deleted since)
+                    # a bitmap / btree is rebuilt whole over the live
+                    # fragments (pylance merges the new rows into the old
+                    # files: same rows, minus those deleted since)
                     column = {f.id: f.name for f in snap.schema.fields}[group[0].fields[0]]
-                    new.append(new_bitmap_index(spark, snap, column, name, list(live.values())))
+                    build = WHOLE_BUILDS[TYPE_NAMES[kinds.pop()]]
+                    new.append(build(spark, snap, column, name, list(live.values())))
                     removed.extend(group)
                     added += len(set(live) - covered)
                 continue
@@ -565,10 +638,11 @@ def buildable(snap: Snapshot, idx) -> bool:
     return (kind == ZONEMAP and prunable_type(t)) or (kind == BLOOMFILTER and bloom.hashable(t))
 
 
-def bitmap_buildable(snap: Snapshot, idx) -> bool:
-    """A BITMAP on one top-level column of a type lance_ops builds bitmaps for."""
+def whole_buildable(snap: Snapshot, idx) -> bool:
+    """A BITMAP or BTREE on one top-level column of a type lance_ops builds
+    them for (built whole: :data:`WHOLE_BUILDS`)."""
     top = {f.id: f for f in snap.schema.fields}
-    return (index_kind(idx) == BITMAP and len(idx.fields) == 1 and idx.fields[0] in top
+    return (index_kind(idx) in (BITMAP, BTREE) and len(idx.fields) == 1 and idx.fields[0] in top
             and prunable_type(top[idx.fields[0]].arrow_type()))
 
 
