@@ -318,13 +318,20 @@ def written_index(snap: Snapshot, column: str, name: str, fragments, zones: pa.T
     size = write_zonemap(snap.store, f"_indices/{uid}", zones, file_name)
     covered = BitMap(int(f) for f in pc.unique(zones.column("fragment_id")).to_pylist())
     covered |= BitMap(f.id for f in fragments)
+    return index_metadata(snap, column, name, uid, covered, details, [(file_name, size)])
+
+
+def index_metadata(snap: Snapshot, column: str, name: str, uid: uuid_mod.UUID, covered: BitMap,
+                   details: any_pb2.Any, files: list[tuple[str, int]], index_version: int = 0):
+    """The IndexMetadata of a new index ``name`` on ``column`` (files written
+    under ``_indices/<uid>``) covering the fragment ids ``covered``."""
     meta = table_pb2.IndexMetadata(
         name=name, fields=[snap.schema.field(column).id], dataset_version=snap.version,
-        fragment_bitmap=covered.serialize(), index_version=0, created_at=int(time.time() * 1000),
+        fragment_bitmap=covered.serialize(), index_version=index_version, created_at=int(time.time() * 1000),
     )
     meta.uuid.uuid = uid.bytes
     meta.index_details.CopyFrom(details)
-    meta.files.append(table_pb2.IndexFile(path=file_name, size_bytes=size))
+    meta.files.extend(table_pb2.IndexFile(path=p, size_bytes=s) for p, s in files)
     return meta
 
 
@@ -337,15 +344,8 @@ def new_bitmap_index(spark, snap: Snapshot, column: str, name: str, fragments):
     file); its IndexMetadata, covering ``fragments``."""
     uid = uuid_mod.uuid4()
     size = build_bitmap_file(spark, snap, column, list(fragments), f"_indices/{uid}")
-    meta = table_pb2.IndexMetadata(
-        name=name, fields=[snap.schema.field(column).id], dataset_version=snap.version,
-        fragment_bitmap=BitMap(f.id for f in fragments).serialize(), index_version=0,
-        created_at=int(time.time() * 1000),
-    )
-    meta.uuid.uuid = uid.bytes
-    meta.index_details.CopyFrom(BITMAP_DETAILS)
-    meta.files.append(table_pb2.IndexFile(path=BITMAP_FILE, size_bytes=size))
-    return meta
+    return index_metadata(snap, column, name, uid, BitMap(f.id for f in fragments), BITMAP_DETAILS,
+                          [(BITMAP_FILE, size)])
 
 
 def build_bitmap_file(spark, snap: Snapshot, column: str, fragments, directory: str) -> int:
@@ -445,16 +445,8 @@ def new_btree_index(spark, snap: Snapshot, column: str, name: str, fragments):
     files); its IndexMetadata, covering ``fragments``."""
     uid = uuid_mod.uuid4()
     files = build_btree_files(spark, snap, column, list(fragments), f"_indices/{uid}")
-    meta = table_pb2.IndexMetadata(
-        name=name, fields=[snap.schema.field(column).id], dataset_version=snap.version,
-        fragment_bitmap=BitMap(f.id for f in fragments).serialize(),
-        index_version=BTREE_VERSION_STABLE_ROW_IDS if snap.stable_row_ids else 0,
-        created_at=int(time.time() * 1000),
-    )
-    meta.uuid.uuid = uid.bytes
-    meta.index_details.CopyFrom(BTREE_DETAILS)
-    meta.files.extend(table_pb2.IndexFile(path=p, size_bytes=s) for p, s in files)
-    return meta
+    return index_metadata(snap, column, name, uid, BitMap(f.id for f in fragments), BTREE_DETAILS, files,
+                          index_version=BTREE_VERSION_STABLE_ROW_IDS if snap.stable_row_ids else 0)
 
 
 #: Index types built whole over the fragments they cover (one file of every
