@@ -3,7 +3,8 @@
 ``page_data.lance`` holds every live row's ``(values, ids)`` -- the row
 *address* also on tables with stable row ids -- sorted by value: nulls
 first, then ascending (floats in total order: -0.0 before +0.0, NaN last;
-strings by their UTF-8 bytes). ``page_lookup.lance`` has one row per page of
+strings by their UTF-8 bytes). Tasks sort each fragment's rows; the one
+writing task merges the sorted runs. ``page_lookup.lance`` has one row per page of
 ``batch_size`` (4096) sorted rows: the page's first and last value (``min`` /
 ``max`` -- a page starting with nulls has a null ``min``), its null count and
 index, with schema metadata ``batch_size`` and ``range_partitioned``.
@@ -38,27 +39,36 @@ def lookup_schema(key_type: pa.DataType, batch_size: int = BTREE_BATCH_SIZE) -> 
 
 
 def pairs(values: pa.Array, ids: np.ndarray, key_type: pa.DataType) -> pa.Table:
-    """One batch's (value, row address) rows, unsorted."""
+    """One fragment's (value, row address) rows -- given in address order --
+    sorted as in page_data (:func:`sort_order`): the writing task then only
+    merges sorted runs."""
     values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    return pa.table([values.cast(key_type), pa.array(np.asarray(ids, dtype=np.uint64), pa.uint64())],
-                    schema=pairs_schema(key_type))
+    t = pa.table([values.cast(key_type), pa.array(np.asarray(ids, dtype=np.uint64), pa.uint64())],
+                 schema=pairs_schema(key_type))
+    return t.take(pa.array(sort_order(t.column("values").combine_chunks())))
 
 
-def sort_order(values: pa.Array, ids: np.ndarray) -> np.ndarray:
-    """Positions of the rows in page_data order: nulls first, then values
-    ascending (floats by total order), ties by id."""
+def sort_order(values: pa.Array) -> np.ndarray:
+    """Positions of the rows in page_data order -- nulls first, then values
+    ascending (floats by total order: -0.0 before +0.0, every NaN last) --
+    by a *stable* sort: rows of equal value keep their input order (callers
+    pass rows in address order, or runs already sorted so, in address
+    order). numpy's stable sort (timsort) merges presorted runs in near
+    linear time."""
     mask = values.is_null().to_numpy(zero_copy_only=False)
-    ids = np.asarray(ids, dtype=np.uint64)
-    if pa.types.is_floating(values.type):
-        bits = values.cast(pa.float64()).fill_null(0).to_numpy(zero_copy_only=False).view(np.int64)
-        # IEEE-754 bits to a signed total order; one NaN bit pattern sorts
-        # like every other NaN (pylance's NaNs are all last)
-        total = bits ^ ((bits >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
-        nan = np.isnan(bits.view(np.float64))
-        total = np.where(nan, np.int64(np.iinfo(np.int64).max), total)
-        return np.lexsort((ids, total, ~mask))
-    rank = pc.rank(values, sort_keys="ascending", null_placement="at_start", tiebreaker="dense")
-    return np.lexsort((ids, rank.to_numpy().astype(np.int64)))
+    nulls = np.flatnonzero(mask)
+    rest = values.filter(pa.array(~mask)) if len(nulls) else values
+    if pa.types.is_floating(rest.type):
+        bits = rest.cast(pa.float64()).to_numpy(zero_copy_only=False).view(np.int64)
+        # IEEE-754 bits to a signed total order; every NaN sorts last
+        key = bits ^ ((bits >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
+        key[np.isnan(bits.view(np.float64))] = np.iinfo(np.int64).max
+        order = np.argsort(key, kind="stable")
+    elif pa.types.is_integer(rest.type) or pa.types.is_temporal(rest.type):
+        order = np.argsort(rest.to_numpy(zero_copy_only=False), kind="stable")
+    else:  # (strings, booleans, decimals: Arrow's sort is stable too)
+        order = pc.sort_indices(rest).to_numpy()
+    return np.concatenate([nulls, np.flatnonzero(~mask)[order]]) if len(nulls) else order
 
 
 def btree_tables(parts: list[pa.Table], key_type: pa.DataType,
@@ -68,10 +78,10 @@ def btree_tables(parts: list[pa.Table], key_type: pa.DataType,
     parts = [p for p in parts if p.num_rows]
     if not parts:
         return schema.empty_table(), lookup_schema(key_type, batch_size).empty_table()
+    # runs in address order (a part is one fragment's rows), then merged
+    parts.sort(key=lambda p: pc.min(p.column("ids")).as_py())
     t = pa.concat_tables([p.cast(schema) for p in parts]).combine_chunks()
-    values, ids = t.column("values").combine_chunks(), t.column("ids").to_numpy()
-    order = pa.array(sort_order(values, ids))
-    data = pa.table([values.take(order), pa.array(ids).take(order)], schema=schema)
+    data = t.take(pa.array(sort_order(t.column("values").combine_chunks())))
     n = data.num_rows
     starts = np.arange(0, n, batch_size)
     ends = np.minimum(starts + batch_size, n) - 1
