@@ -209,7 +209,8 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
         raise InvalidArgumentError("merge needs a condition, e.g. 't.id = s.id'")
     check_clause_order(clauses)
     new_fields = _new_columns(snapshot, source, clauses, schema_evolution)
-    MergePlan(spark, _evolved(snapshot, new_fields)[0], source, condition, clauses).analyze()
+    analyzed = {snapshot.version: MergePlan(spark, _evolved(snapshot, new_fields)[0], source, condition, clauses,
+                                            disk=snapshot, checks=specs_for(snapshot)).analyze()}
     params = {"condition": describe(condition), "clauses": " | ".join(c.describe() for c in clauses)}
     if new_fields:
         params["addedColumns"] = ", ".join(f.name for f in new_fields)
@@ -220,7 +221,8 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
         specs = specs_for(disk)
         plan = MergePlan(spark, snap, source, condition, clauses, disk=disk, checks=specs)
         try:
-            requests, key, source_rows = plan.requests(broadcast_limit=limit)
+            # (the columns read: analyzed above when the version is the same)
+            requests, key, source_rows = plan.requests(broadcast_limit=limit, narrow=analyzed.get(disk.version))
             matched = [c for c in clauses if c.kind == MATCHED]
             only_unconditional_delete = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
             ctx = change_context(spark, snap, assigned=plan.assigned_any, allow_duplicate_matches=only_unconditional_delete,
@@ -266,7 +268,6 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
 
 #: Prefix of the clause conditions / values evaluated in their own scope.
 SCOPED = "__lance_scoped_"
-MATCHED_FLAG = "__lance_matched"
 
 
 class MergePlan:
@@ -346,9 +347,10 @@ class MergePlan:
         return [c for c in self.table_cols if c in referenced or c in self.need_old or c in self.checked]
 
     # -------------------------------------------------------------- requests
-    def requests(self, broadcast_limit: int):
-        """(change requests, group key, number of source rows)."""
-        narrow = self.analyze()
+    def requests(self, broadcast_limit: int, narrow: list[str] | None = None):
+        """(change requests, group key, number of source rows); ``narrow``:
+        :meth:`analyze`'s answer when already known."""
+        narrow = self.analyze() if narrow is None else narrow
         key = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.spark_partition_id()).otherwise(
             F.shiftright(F.col(ROW_ADDR), 32)
         )
@@ -482,32 +484,20 @@ class MergePlan:
         joined = target.alias("t").join(s, cond, how)
         s_in = F.col(f"s.{S_PRESENT}").isNotNull()
         presence = {MATCHED: s_in, NOT_MATCHED_BY_SOURCE: ~s_in}
-        target_side = self._select(joined, presence, F.col(f"t.{ROW_ADDR}"), keep_matched=NOT_MATCHED in self.kinds)
         if NOT_MATCHED not in self.kinds:
-            return target_side, False
-        role = "__lance_role"  # 0: the change request, 1: the marker of a matched source row
-        has_action, matched = F.col(ACTION).isNotNull(), F.col(MATCHED_FLAG)
-        roles = (F.when(has_action & matched, F.array(F.lit(0), F.lit(1)))
-                 .when(matched, F.array(F.lit(1))).otherwise(F.array(F.lit(0))))
-        exploded = target_side.select("*", F.explode(roles).alias(role))
-        marker = F.col(role) == 1
-        out = []
-        for c in target_side.columns:
-            if c == MATCHED_FLAG:
-                continue
-            if c == ROW_ADDR:
-                out.append(F.when(marker, F.lit(None).cast("long")).otherwise(F.col(c)).alias(c))
-            elif c == ACTION:
-                out.append(F.when(marker, F.lit(MATCH_MARK)).otherwise(F.col(c)).alias(c))
-            else:
-                out.append(F.col(c))
+            return self._select(joined, presence, F.col(f"t.{ROW_ADDR}")), False
+        target_side = self._select(joined, presence, F.col(f"t.{ROW_ADDR}"), markers=True)
         candidates = self._select(src.alias("s"), {NOT_MATCHED: F.lit(True)}, F.lit(None).cast("long"), source_id=True)
-        return exploded.select(*out).unionByName(candidates), True
+        return target_side.unionByName(candidates), True
 
-    def _select(self, joined: DataFrame, presence: dict, rowaddr, keep_matched: bool = False,
+    def _select(self, joined: DataFrame, presence: dict, rowaddr, markers: bool = False,
                 source_id: bool = False) -> DataFrame:
         """Evaluate the clauses whose kind ``presence`` covers: which clause
-        applies (first in order), the action and every column's new value."""
+        applies (first in order), the action and every column's new value.
+        ``markers``: each matched row also yields a marker row (action
+        :data:`MATCH_MARK`, no row address) -- one ``inline`` generator in
+        the same projection, so no extra pass; ``source_id`` (implied by
+        ``markers``) keeps the source row id."""
         which = None
         for i, c in enumerate(self.clauses):
             if c.kind not in presence:
@@ -517,8 +507,8 @@ class MergePlan:
             which = F.when(applies, F.lit(i)) if which is None else which.when(applies, F.lit(i))
         which = F.lit(None).cast("int") if which is None else which
         joined = joined.withColumn(CLAUSE, which)
-        if keep_matched:
-            joined = joined.withColumn(MATCHED_FLAG, presence[MATCHED]).where(F.col(CLAUSE).isNotNull() | F.col(MATCHED_FLAG))
+        if markers:
+            joined = joined.where(F.col(CLAUSE).isNotNull() | presence[MATCHED])
         else:
             joined = joined.where(F.col(CLAUSE).isNotNull())
         code = {"update": UPDATE, "delete": DELETE, "insert": INSERT_ACTION}
@@ -546,15 +536,18 @@ class MergePlan:
                 hit = F.col(CLAUSE) == i
                 expr = F.when(hit, value) if expr is None else expr.when(hit, value)
             columns.append((expr if expr is not None else F.lit(None).cast(self.types[col])).alias(col))
-        extra = [F.col(MATCHED_FLAG)] if keep_matched else []
-        if keep_matched or source_id:
-            extra.append(F.col(f"s.{SOURCE_ID}").alias(SOURCE_ID))
-        out = joined.select(rowaddr.alias(ROW_ADDR), action.alias(ACTION), *columns, *extra)
-        out = with_checks(out, self.checks)
-        if extra:  # (the flags last, after the check columns)
-            last = [c for c in (MATCHED_FLAG, SOURCE_ID) if c in out.columns]
-            out = out.select(*[c for c in out.columns if c not in last], *last)
-        return out
+        extra = [F.col(f"s.{SOURCE_ID}").alias(SOURCE_ID)] if markers or source_id else []
+        if markers:
+            request = F.struct(rowaddr.cast("long").alias(ROW_ADDR), action.alias(ACTION))
+            mark = F.struct(F.lit(None).cast("long").alias(ROW_ADDR), F.lit(MATCH_MARK).alias(ACTION))
+            has, matched = F.col(CLAUSE).isNotNull(), presence[MATCHED]
+            pairs = (F.when(has & matched, F.array(request, mark)).when(matched, F.array(mark))
+                     .otherwise(F.array(request)))
+            head = [F.inline(pairs)]
+        else:
+            head = [rowaddr.alias(ROW_ADDR), action.alias(ACTION)]
+        out = joined.select(*head, *columns, *extra)
+        return with_checks(out, self.checks)
 
     def release(self) -> None:
         self.report.__exit__(None, None, None)
