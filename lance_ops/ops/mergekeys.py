@@ -340,38 +340,54 @@ def _source_stats(source: DataFrame, cols: list[str], sets: list[str], bloom: st
     slots = max(1, 2 * total_cores(source.sparkSession))
     set_cols = set(sets) | ({bloom} if bloom is not None else set())
 
+    #: distinct keys a task keeps (beyond them: no set; for the bloom
+    #: column, no filter -- it would exceed keyfilter.MAX_BYTES anyway)
+    cap = {c: (keyfilter.MAX_BYTES * 8 // keyfilter.BITS_PER_KEY) if c == bloom else MAX_KEY_SET for c in set_cols}
+
     @executor_task
     def partial(batches):
+        # Streamed: memory grows with the distinct keys kept, not the rows.
         n = 0
-        chunks: dict[str, list] = {c: [] for c in cols}
+        lo: dict = dict.fromkeys(cols)
+        hi: dict = dict.fromkeys(cols)
+        uniq: dict = {c: None for c in set_cols}
+        over: set = set()
         for b in batches:
             n += b.num_rows
             for c in cols:
-                chunks[c].append(b.column(c))
-        out = {"n": n, "lo": {}, "hi": {}, "sets": {}, "nd": 0, "filter": None, "type": None}
-        for c in cols:
-            arr = pa.chunked_array(chunks[c]) if chunks[c] else None
-            if arr is None or arr.length() == arr.null_count:
-                out["lo"][c] = out["hi"][c] = None
-                continue
-            if pa.types.is_timestamp(arr.type):
-                arr = arr.cast(pa.timestamp("us", arr.type.tz)).cast(pa.int64())
-            mm = pc.min_max(arr)
-            out["lo"][c], out["hi"][c] = mm["min"].as_py(), mm["max"].as_py()
-            if c in set_cols:
-                uniq = pc.unique(arr.combine_chunks().drop_null())
-                if c == bloom:
-                    out["nd"], out["type"] = len(uniq), uniq.type
-                if len(uniq) <= MAX_KEY_SET:
-                    out["sets"][c] = uniq.to_pylist()
-                elif c == bloom:
-                    # built for this task's keys times the most tasks there
-                    # are: the driver folds it down to the size for all keys
-                    size = keyfilter.filter_size(len(uniq) * slots) or keyfilter.MAX_BYTES
-                    out["filter"] = keyfilter.build(uniq, size)
-                    out["sets"][c] = None
-                else:
-                    out["sets"][c] = None
+                arr = b.column(c)
+                if arr.null_count == len(arr):
+                    continue
+                if pa.types.is_timestamp(arr.type):
+                    arr = arr.cast(pa.timestamp("us", arr.type.tz)).cast(pa.int64())
+                mm = pc.min_max(arr)
+                x, y = mm["min"].as_py(), mm["max"].as_py()
+                lo[c] = x if lo[c] is None else min(lo[c], x)
+                hi[c] = y if hi[c] is None else max(hi[c], y)
+                if c in set_cols and c not in over:
+                    new = pc.unique(arr.drop_null())
+                    u = new if uniq[c] is None else pc.unique(pa.concat_arrays([uniq[c], new]))
+                    if len(u) > cap[c]:
+                        over.add(c)
+                        uniq[c] = None
+                    else:
+                        uniq[c] = u
+        out = {"n": n, "lo": lo, "hi": hi, "sets": {}, "nd": 0, "filter": None, "type": None}
+        for c in set_cols:
+            u = uniq[c]
+            if c == bloom:
+                out["nd"] = cap[c] * slots + 1 if c in over else (0 if u is None else len(u))
+                out["type"] = None if u is None else u.type
+            if c in over:
+                out["sets"][c] = None
+            elif u is None or len(u) <= MAX_KEY_SET:
+                out["sets"][c] = [] if u is None else u.to_pylist()
+            else:  # (the bloom column: more keys than a set holds)
+                # built for this task's keys times the most tasks there are:
+                # the driver folds it down to the size for all the keys
+                size = keyfilter.filter_size(len(u) * slots) or keyfilter.MAX_BYTES
+                out["filter"] = keyfilter.build(u, size)
+                out["sets"][c] = None
         yield pa.RecordBatch.from_pydict({"p": pa.array([pickle.dumps(out)], pa.binary())})
 
     frame = source.select(*[F.col(f"`{c}`") for c in cols]) if cols else source.select(F.lit(1).alias("_one"))
