@@ -135,6 +135,20 @@ def union(filters: list[bytes]) -> bytes:
     return acc.tobytes()
 
 
+def fold(filter_bytes: bytes, nbytes: int) -> bytes:
+    """The filter as if built at the smaller size ``nbytes`` (a power of
+    two): a key's bits are its hash modulo the bit count, so halving a
+    filter is OR-ing its two halves -- exactly the filter of the same keys
+    built at half the size."""
+    acc = np.frombuffer(filter_bytes, dtype=np.uint8)
+    if nbytes > len(acc) or nbytes & (nbytes - 1):
+        raise ValueError(f"cannot fold a {len(acc)}-byte filter to {nbytes} bytes")
+    while len(acc) > nbytes:
+        half = len(acc) // 2
+        acc = acc[:half] | acc[half:]
+    return acc.tobytes()
+
+
 def may_contain_each(filter_bytes: bytes, values: pa.Array) -> pa.Array:
     """Per value: whether the filter may hold it (null: False)."""
     if isinstance(values, pa.ChunkedArray):

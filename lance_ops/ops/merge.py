@@ -34,9 +34,10 @@ from ..spark.frames import (
     referenced_alias_columns,
     scan_frame,
     table_spark_schema,
+    total_cores,
 )
 from ..spark.jvm import release_checkpoint
-from ..spark.rowchanges import ACTION, DELETE, INSERT_ACTION, UPDATE
+from ..spark.rowchanges import ACTION, DELETE, INSERT_ACTION, MATCH_MARK, SOURCE_ID, UPDATE
 from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_ROWS, Merge, Update
 from ..txn.pipeline import StagedCommit
@@ -44,6 +45,15 @@ from .columns import schema_with_new_fields
 from .common import guarded
 from .dml import change_context, run_grouped_changes
 from .mergekeys import SourceBounds, equi_keys
+
+
+def _replayable(source: DataFrame) -> bool:
+    from ..spark.plans import explain_sections, replayable
+
+    try:
+        return replayable(explain_sections(source))
+    except Exception:
+        return False
 
 MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE = "matched", "notMatched", "notMatchedBySource"
 T_PRESENT, S_PRESENT, CLAUSE = "__lance_t", "__lance_s", "__lance_clause"
@@ -173,6 +183,13 @@ def _evolved(snap: Snapshot, new_fields) -> tuple[Snapshot, Merge | None]:
     return snap.with_schema(schema), Merge(list(snap.fragments), schema)
 
 
+#: ``spark.lance_ops.merge.materializeSource``: ``auto`` (default) checkpoints
+#: the source unless its plan reads the same rows each time it runs (file
+#: scans, local data, ranges under projections and filters, no
+#: nondeterministic expression); ``all`` always checkpoints; ``none`` never
+#: (the caller vouches the source is deterministic) -- Delta's option.
+MATERIALIZE_SOURCE = "spark.lance_ops.merge.materializeSource"
+
 #: Sources up to this many rows are broadcast: the target is then streamed
 #: through a hash join instead of being shuffled (Spark conf
 #: ``spark.lance_ops.merge.broadcastSourceRows`` overrides; 0 disables).
@@ -192,7 +209,8 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
         raise InvalidArgumentError("merge needs a condition, e.g. 't.id = s.id'")
     check_clause_order(clauses)
     new_fields = _new_columns(snapshot, source, clauses, schema_evolution)
-    MergePlan(spark, _evolved(snapshot, new_fields)[0], source, condition, clauses).analyze()
+    analyzed = {snapshot.version: MergePlan(spark, _evolved(snapshot, new_fields)[0], source, condition, clauses,
+                                            disk=snapshot, checks=specs_for(snapshot)).analyze()}
     params = {"condition": describe(condition), "clauses": " | ".join(c.describe() for c in clauses)}
     if new_fields:
         params["addedColumns"] = ", ".join(f.name for f in new_fields)
@@ -203,7 +221,8 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
         specs = specs_for(disk)
         plan = MergePlan(spark, snap, source, condition, clauses, disk=disk, checks=specs)
         try:
-            requests, key, source_rows = plan.requests(broadcast_limit=limit)
+            # (the columns read: analyzed above when the version is the same)
+            requests, key, source_rows = plan.requests(broadcast_limit=limit, narrow=analyzed.get(disk.version))
             matched = [c for c in clauses if c.kind == MATCHED]
             only_unconditional_delete = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
             ctx = change_context(spark, snap, assigned=plan.assigned_any, allow_duplicate_matches=only_unconditional_delete,
@@ -247,10 +266,8 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
     return prepare
 
 
-SOURCE_ID = "__lance_sid"
 #: Prefix of the clause conditions / values evaluated in their own scope.
 SCOPED = "__lance_scoped_"
-MATCHED_FLAG = "__lance_matched"
 
 
 class MergePlan:
@@ -294,6 +311,7 @@ class MergePlan:
         self.kinds = {c.kind for c in clauses}
         self.strategy = "shuffle"
         self._cached: list[DataFrame] = []
+        self.source_materialized = False
         #: Where the target scan reports what it read after data skipping.
         self.report = SkipReport(self.disk)
         #: The source key range the target was restricted to (None: not pruned).
@@ -329,20 +347,29 @@ class MergePlan:
         return [c for c in self.table_cols if c in referenced or c in self.need_old or c in self.checked]
 
     # -------------------------------------------------------------- requests
-    def requests(self, broadcast_limit: int):
-        """(change requests, group key, number of source rows)."""
-        narrow = self.analyze()
+    def requests(self, broadcast_limit: int, narrow: list[str] | None = None):
+        """(change requests, group key, number of source rows); ``narrow``:
+        :meth:`analyze`'s answer when already known."""
+        narrow = self.analyze() if narrow is None else narrow
         key = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.spark_partition_id()).otherwise(
             F.shiftright(F.col(ROW_ADDR), 32)
         )
         cond = as_column(self.condition)
-        src = self._materialized_source() if broadcast_limit > 0 else self.source
+        src = self._source()
         bounds = self._source_bounds(src)
         source_rows = bounds.rows
         target = self._target(narrow, bounds)
         if broadcast_limit > 0 and source_rows <= broadcast_limit:
             self.strategy = "broadcast"
-            return self._broadcast_requests(target, self._scoped(src, NOT_MATCHED, "s"), cond), key, source_rows
+            requests, by_source = self._broadcast_requests(target, self._scoped(src, NOT_MATCHED, "s"), cond)
+            if by_source:
+                # inserts and the markers of matched source rows meet in the
+                # group of their source row
+                groups = max(1, 2 * total_cores(self.spark))
+                key = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.pmod(F.col(SOURCE_ID), F.lit(groups))).otherwise(
+                    F.shiftright(F.col(ROW_ADDR), 32)
+                )
+            return requests, key, source_rows
         src = self._scoped(src, NOT_MATCHED, "s").withColumn(S_PRESENT, F.lit(True))
         t, s = target.alias("t"), src.alias("s")
         if NOT_MATCHED_BY_SOURCE in self.kinds and NOT_MATCHED in self.kinds:
@@ -423,35 +450,54 @@ class MergePlan:
             return self.assignments[i][col].cast(self.types[col])
         return F.col(f"{SCOPED}v{i}_{self.table_cols.index(col)}")
 
-    def _materialized_source(self) -> DataFrame:
-        """The source evaluated once, with a stable per-row id."""
+    def _source(self) -> DataFrame:
+        """The source with a per-row id that is the same however often the
+        merge's jobs read it: as it is when its plan replays the same rows
+        (:func:`lance_ops.spark.plans.replayable`: a file scan, say --
+        checkpointing it would only cost a Spark job), otherwise evaluated
+        once (``localCheckpoint``)."""
         src = self.source.withColumn(SOURCE_ID, F.monotonically_increasing_id())
+        mode = str(self.spark.conf.get(MATERIALIZE_SOURCE, "auto")).lower()
+        if mode not in ("auto", "all", "none"):
+            raise InvalidArgumentError(f"{MATERIALIZE_SOURCE} must be auto, all or none, not {mode!r}")
+        if mode == "none" or (mode == "auto" and _replayable(self.source)):
+            self.source_materialized = False
+            return src
         src = src.localCheckpoint(eager=True)
         self._cached.append(src)
+        self.source_materialized = True
         return src
 
-    def _broadcast_requests(self, target: DataFrame, src: DataFrame, cond) -> DataFrame:
+    def _broadcast_requests(self, target: DataFrame, src: DataFrame, cond) -> tuple[DataFrame, bool]:
+        """(requests, whether inserts are keyed by source row id).
+
+        Inserts are the source rows no target row matched. Rather than
+        materializing the matched rows to anti-join them (two more Spark
+        jobs), every source row becomes an insert candidate and every matched
+        target row also emits a *marker* carrying its source row's id; the
+        change job's shuffle brings a candidate and its markers to the same
+        group (keyed by the source row id), where candidates with a marker
+        are dropped (:func:`lance_ops.spark.rowchanges.fragment_changes`).
+        One scan of the target, one shuffle, no checkpoint."""
         s = F.broadcast(src.withColumn(S_PRESENT, F.lit(True)).alias("s"))
         how = "left_outer" if NOT_MATCHED_BY_SOURCE in self.kinds else "inner"
         joined = target.alias("t").join(s, cond, how)
         s_in = F.col(f"s.{S_PRESENT}").isNotNull()
         presence = {MATCHED: s_in, NOT_MATCHED_BY_SOURCE: ~s_in}
-        target_side = self._select(joined, presence, F.col(f"t.{ROW_ADDR}"), keep_matched=NOT_MATCHED in self.kinds)
         if NOT_MATCHED not in self.kinds:
-            return target_side
-        # Inserts: source rows no target row matched. The matched set is small
-        # (at most one row per source row and match): materialize it once (the
-        # target is scanned once) and broadcast its source ids into an anti-join.
-        target_side = target_side.localCheckpoint(eager=True)
-        self._cached.append(target_side)
-        matched_ids = target_side.where(F.col(MATCHED_FLAG)).select(F.col(SOURCE_ID)).distinct()
-        unmatched = src.join(F.broadcast(matched_ids), SOURCE_ID, "left_anti").alias("s")
-        inserts = self._select(unmatched, {NOT_MATCHED: F.lit(True)}, F.lit(None).cast("long"))
-        return target_side.where(F.col(ACTION).isNotNull()).drop(MATCHED_FLAG, SOURCE_ID).unionByName(inserts)
+            return self._select(joined, presence, F.col(f"t.{ROW_ADDR}")), False
+        target_side = self._select(joined, presence, F.col(f"t.{ROW_ADDR}"), markers=True)
+        candidates = self._select(src.alias("s"), {NOT_MATCHED: F.lit(True)}, F.lit(None).cast("long"), source_id=True)
+        return target_side.unionByName(candidates), True
 
-    def _select(self, joined: DataFrame, presence: dict, rowaddr, keep_matched: bool = False) -> DataFrame:
+    def _select(self, joined: DataFrame, presence: dict, rowaddr, markers: bool = False,
+                source_id: bool = False) -> DataFrame:
         """Evaluate the clauses whose kind ``presence`` covers: which clause
-        applies (first in order), the action and every column's new value."""
+        applies (first in order), the action and every column's new value.
+        ``markers``: each matched row also yields a marker row (action
+        :data:`MATCH_MARK`, no row address) -- one ``inline`` generator in
+        the same projection, so no extra pass; ``source_id`` (implied by
+        ``markers``) keeps the source row id."""
         which = None
         for i, c in enumerate(self.clauses):
             if c.kind not in presence:
@@ -461,8 +507,8 @@ class MergePlan:
             which = F.when(applies, F.lit(i)) if which is None else which.when(applies, F.lit(i))
         which = F.lit(None).cast("int") if which is None else which
         joined = joined.withColumn(CLAUSE, which)
-        if keep_matched:
-            joined = joined.withColumn(MATCHED_FLAG, presence[MATCHED]).where(F.col(CLAUSE).isNotNull() | F.col(MATCHED_FLAG))
+        if markers:
+            joined = joined.where(F.col(CLAUSE).isNotNull() | presence[MATCHED])
         else:
             joined = joined.where(F.col(CLAUSE).isNotNull())
         code = {"update": UPDATE, "delete": DELETE, "insert": INSERT_ACTION}
@@ -490,8 +536,17 @@ class MergePlan:
                 hit = F.col(CLAUSE) == i
                 expr = F.when(hit, value) if expr is None else expr.when(hit, value)
             columns.append((expr if expr is not None else F.lit(None).cast(self.types[col])).alias(col))
-        extra = [F.col(MATCHED_FLAG), F.col(f"s.{SOURCE_ID}").alias(SOURCE_ID)] if keep_matched else []
-        out = joined.select(rowaddr.alias(ROW_ADDR), action.alias(ACTION), *columns, *extra)
+        extra = [F.col(f"s.{SOURCE_ID}").alias(SOURCE_ID)] if markers or source_id else []
+        if markers:
+            request = F.struct(rowaddr.cast("long").alias(ROW_ADDR), action.alias(ACTION))
+            mark = F.struct(F.lit(None).cast("long").alias(ROW_ADDR), F.lit(MATCH_MARK).alias(ACTION))
+            has, matched = F.col(CLAUSE).isNotNull(), presence[MATCHED]
+            pairs = (F.when(has & matched, F.array(request, mark)).when(matched, F.array(mark))
+                     .otherwise(F.array(request)))
+            head = [F.inline(pairs)]
+        else:
+            head = [rowaddr.alias(ROW_ADDR), action.alias(ACTION)]
+        out = joined.select(*head, *columns, *extra)
         return with_checks(out, self.checks)
 
     def release(self) -> None:

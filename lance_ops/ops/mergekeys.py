@@ -12,12 +12,15 @@ fragments and the zones whose ``[min, max]`` does not overlap it, and the
 scan's skip report gives the merge's ``numFragmentsScanned`` /
 ``numFragmentsSkipped`` / ``numRowsScanned``.
 
-The source's bounds are one Spark aggregate (a few values); when a key has
-at most :data:`MAX_KEY_SET` distinct values, a second small job brings that
-key set (bounded by a ``limit``) and the target filter adds ``k IN (keys)``:
-zone maps then prune per key (scattered keys no longer widen one range over
-everything) and bloom filters are probed with every key. Nothing else of the
-source, and nothing of the target, is collected. Finding the key pairs is a conservative
+Everything the pruning needs of the source -- its row count, each key's
+bounds, a key's distinct values when it has at most :data:`MAX_KEY_SET` of
+them, and otherwise a bloom filter of its keys -- comes from ONE Spark job
+(:func:`_source_stats`: each task returns one small record; a Spark job costs
+a fixed 0.1-0.3 s here, which is what a selective merge is made of). With a
+key set the target filter adds ``k IN (keys)``: zone maps then prune per key
+(scattered keys no longer widen one range over everything) and bloom filter
+indices are probed with every key. Nothing else of the source, and nothing
+of the target, is collected. Finding the key pairs is a conservative
 reading of the condition's text: only a top-level ``AND`` of conjuncts, each
 exactly ``t.<col> = s.<col>`` (either order, optional backticks), counts;
 anything else (``OR`` at the top level, expressions, ``<=>``) simply finds
@@ -140,13 +143,6 @@ def boundable(target_type: T.DataType, source_type: T.DataType) -> bool:
     return isinstance(target_type, (T.StringType, T.DateType, T.TimestampType)) and target_type == source_type
 
 
-def _bound_exprs(col: str, dtype: T.DataType, i: int) -> list:
-    c = F.col(f"`{col}`")
-    if isinstance(dtype, T.TimestampType):
-        c = F.unix_micros(c)  # exact (no local-time round trip)
-    return [F.min(c).alias(f"lo{i}"), F.max(c).alias(f"hi{i}")]
-
-
 def _literal(v, dtype: T.DataType):
     if isinstance(dtype, T.TimestampType):
         return F.timestamp_micros(F.lit(v))
@@ -172,50 +168,41 @@ def _settable(dtype: T.DataType) -> bool:
 
 
 class SourceBounds:
-    """The source's count and key bounds, from one aggregate -- plus, when a
-    key has few distinct values (an approximate count in the same aggregate,
-    then a ``distinct().limit(MAX_KEY_SET + 1)`` job: bounded, never the
-    source itself), the key set."""
+    """The source's count, key bounds, small key set and key bloom filter --
+    all from ONE Spark job over the source (:func:`_source_stats`: a task per
+    source partition, at most ``2 x cores``, each returning one small
+    record), never the source itself."""
 
     def __init__(self, source: DataFrame, keys: list[tuple[str, str]], target_types: dict, key_filter: bool = True,
                  target_rows: int | None = None):
         src_types = {f.name: f.dataType for f in source.schema.fields}
-        self.keys = [(t, s) for t, s in keys if boundable(target_types[t], src_types[s])]
+        self.keys = [(t, s) for t, s in keys if boundable(target_types[t], src_types[s])
+                     and _arrow_bounds_exact(src_types[s])]
         self.types = {t: target_types[t] for t, _ in self.keys}
-        exprs = [F.count(F.lit(1)).alias("n")]
-        for i, (_, s) in enumerate(self.keys):
-            exprs += _bound_exprs(s, src_types[s], i)
-            if (_settable(src_types[s]) and _settable(target_types[self.keys[i][0]])) or (
-                    key_filter and filterable(target_types[self.keys[i][0]], src_types[s])):
-                exprs.append(F.approx_count_distinct(F.col(f"`{s}`")).alias(f"nd{i}"))
-        row = source.agg(*exprs).first()
-        self.rows = int(row["n"])
-        self.bounds = {t: (row[f"lo{i}"], row[f"hi{i}"]) for i, (t, _) in enumerate(self.keys)}
+        #: source column -> what the tasks collect for it
+        sets = [s for t, s in self.keys if _settable(src_types[s]) and _settable(target_types[t])]
+        bloom = next((s for t, s in self.keys if key_filter and filterable(target_types[t], src_types[s])), None)
+        stats = _source_stats(source, [s for _, s in self.keys], sets, bloom)
+        self.rows = stats.rows
+        self.bounds = {t: stats.bounds[s] for t, s in self.keys}
         #: target key -> sorted distinct non-null source keys (few of them)
         self.key_sets: dict[str, list] = {}
-        names = row.asDict()
-        for i, (t, s) in enumerate(self.keys):
-            nd = names.get(f"nd{i}")
-            if nd is None or nd > MAX_KEY_SET or self.bounds[t][0] is None:
-                continue
-            vals = [r[0] for r in source.select(F.col(f"`{s}`")).where(F.col(f"`{s}`").isNotNull())
-                    .distinct().limit(MAX_KEY_SET + 1).collect()]
-            if len(vals) <= MAX_KEY_SET:
+        for t, s in self.keys:
+            vals = stats.key_sets.get(s)
+            if vals is not None and self.bounds[t][0] is not None:
                 self.key_sets[t] = sorted(vals)
-            break  # (one key's set is enough to prune by; a second job per key is not worth it)
+                break  # (one key's set is enough to prune by)
         #: (target key, filter bytes, approximate distinct keys): a bloom
         #: filter of the source's keys the target scan's tasks probe
         #: (:mod:`lance_ops.format.keyfilter`) when there is no key set.
         self.key_filter: tuple[str, bytes, int] | None = None
-        if key_filter and not self.key_sets and not self.matches_nothing:
-            for i, (t, s) in enumerate(self.keys):
-                nd = names.get(f"nd{i}")
-                if nd is not None and filterable(target_types[t], src_types[s]) and (
-                        target_rows is None or target_rows >= KEY_FILTER_MIN_RATIO * nd):
-                    built = _source_key_filter(source, s, int(nd))
-                    if built is not None:
-                        self.key_filter = (t, built, int(nd))
-                    break
+        if bloom is not None and not self.key_sets and not self.matches_nothing:
+            t = next(t for t, s in self.keys if s == bloom)
+            nd = stats.distinct.get(bloom)
+            if nd is not None and (target_rows is None or target_rows >= KEY_FILTER_MIN_RATIO * nd):
+                built = stats.key_filter(bloom)
+                if built is not None:
+                    self.key_filter = (t, built, int(nd))
 
     @property
     def matches_nothing(self) -> bool:
@@ -232,7 +219,7 @@ class SourceBounds:
             c = F.col(f"`{t}`")
             part = (c >= _literal(lo, dtype)) & (c <= _literal(hi, dtype))
             if t in self.key_sets:
-                part = part & c.isin(self.key_sets[t])
+                part = part & _in_list(t, self.key_sets[t], dtype)
             cond = part if cond is None else cond & part
         return cond
 
@@ -247,6 +234,30 @@ class SourceBounds:
         return text
 
 
+def _sql_literal(v, dtype: T.DataType) -> str | None:
+    """``v`` as Spark SQL literal text (None: no exact text for it)."""
+    import datetime as dt
+
+    if isinstance(dtype, _INTEGRAL) and isinstance(v, int) and not isinstance(v, bool):
+        return f"{v}L" if isinstance(dtype, T.LongType) else str(v)
+    if isinstance(dtype, T.DateType) and isinstance(v, dt.date) and not isinstance(v, dt.datetime):
+        return f"DATE'{v.isoformat()}'"
+    if isinstance(dtype, T.StringType) and isinstance(v, str) and v.isprintable() and not any(ch in v for ch in "'\\"):
+        return f"'{v}'"
+    return None
+
+
+def _in_list(col: str, values: list, dtype: T.DataType):
+    """``col IN (values)`` as ONE expression parsed from SQL text: a
+    ``Column.isin`` of n literals costs n driver round trips to the JVM
+    (1.4 s for 2,000 keys here). Values with no exact literal text fall back
+    to ``isin``."""
+    texts = [_sql_literal(v, dtype) for v in values]
+    if not values or any(x is None for x in texts):
+        return F.col(f"`{col}`").isin(values)
+    return F.expr(f"`{col}` IN ({', '.join(texts)})")
+
+
 def filterable(target_type: T.DataType, source_type: T.DataType) -> bool:
     """Key pairs a bloom filter of source keys can stand for in the target
     scan: Spark's ``=`` on them is equality of the canonical values
@@ -257,31 +268,129 @@ def filterable(target_type: T.DataType, source_type: T.DataType) -> bool:
     return not isinstance(target_type, T.StringType) or target_type == T.StringType()
 
 
-def _source_key_filter(source: DataFrame, column: str, ndv: int) -> bytes | None:
-    """The bloom filter of ``column``'s non-null values: one Spark job whose
-    tasks (at most a few: each returns one whole filter) build partial
-    filters the driver unites; None if ``ndv`` keys need a filter larger than
-    :data:`lance_ops.format.keyfilter.MAX_BYTES`."""
+def _arrow_bounds_exact(dtype: T.DataType) -> bool:
+    """Key types whose min / max Arrow computes exactly as Spark orders them
+    (strings: only the default, binary UTF-8 collation)."""
+    return not isinstance(dtype, T.StringType) or dtype == T.StringType()
+
+
+class _Stats:
+    """The tasks' partial statistics, united on the driver."""
+
+    def __init__(self, parts: list[dict], cols: list[str], sets: list[str], bloom: str | None):
+        self.rows = sum(p["n"] for p in parts)
+        self.bounds: dict[str, tuple] = {}
+        for c in cols:
+            los = [p["lo"][c] for p in parts if p["lo"][c] is not None]
+            his = [p["hi"][c] for p in parts if p["hi"][c] is not None]
+            self.bounds[c] = (min(los), max(his)) if los else (None, None)
+        #: column -> the distinct values (None: more than MAX_KEY_SET)
+        self.key_sets: dict[str, list | None] = {}
+        for c in sets:
+            acc: set | None = set()
+            for p in parts:
+                vals = p["sets"].get(c)
+                if vals is None or acc is None:
+                    acc = None
+                    break
+                acc.update(vals)
+                if len(acc) > MAX_KEY_SET:
+                    acc = None
+                    break
+            self.key_sets[c] = None if acc is None else list(acc)
+        self._parts, self._bloom = parts, bloom
+        #: column -> distinct keys (an over-estimate: the tasks' counts summed)
+        self.distinct = {bloom: sum(p["nd"] for p in parts)} if bloom is not None else {}
+
+    def key_filter(self, column: str) -> bytes | None:
+        """The bloom filter of ``column``'s keys: the tasks' filters (built
+        larger) folded to the size for all the source's keys, plus the small
+        tasks' key lists added on the driver. None if too many keys."""
+        import pyarrow as pa
+
+        from ..format import keyfilter
+
+        nbytes = keyfilter.filter_size(self.distinct[column])
+        if nbytes is None:
+            return None
+        built = [p["filter"] for p in self._parts if p.get("filter") is not None]
+        nbytes = min([nbytes] + [len(f) for f in built])
+        acc = [keyfilter.fold(f, nbytes) for f in built]
+        small = [v for p in self._parts if p.get("filter") is None for v in (p["sets"].get(column) or [])]
+        if small or not acc:
+            kind = next((p["type"] for p in self._parts if p.get("type") is not None), pa.int64())
+            acc.append(keyfilter.build(pa.array(small, kind), nbytes))
+        return keyfilter.union(acc)
+
+
+def _source_stats(source: DataFrame, cols: list[str], sets: list[str], bloom: str | None) -> _Stats:
+    """Count, per key column min / max, distinct values (up to
+    :data:`MAX_KEY_SET` a task) and a bloom filter of ``bloom``'s keys, in
+    one Spark job: one task per source partition (coalesced to at most
+    ``2 x cores``), each returning one pickled record."""
+    import pickle
+
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     from ..format import keyfilter
     from ..spark.errors import executor_task
     from ..spark.frames import total_cores
 
-    nbytes = keyfilter.filter_size(ndv)
-    if nbytes is None:
-        return None
+    slots = max(1, 2 * total_cores(source.sparkSession))
+    set_cols = set(sets) | ({bloom} if bloom is not None else set())
+
+    #: distinct keys a task keeps (beyond them: no set; for the bloom
+    #: column, no filter -- it would exceed keyfilter.MAX_BYTES anyway)
+    cap = {c: (keyfilter.MAX_BYTES * 8 // keyfilter.BITS_PER_KEY) if c == bloom else MAX_KEY_SET for c in set_cols}
 
     @executor_task
     def partial(batches):
-        acc = None
+        # Streamed: memory grows with the distinct keys kept, not the rows.
+        n = 0
+        lo: dict = dict.fromkeys(cols)
+        hi: dict = dict.fromkeys(cols)
+        uniq: dict = {c: None for c in set_cols}
+        over: set = set()
         for b in batches:
-            f = keyfilter.build(b.column(0), nbytes)
-            acc = f if acc is None else keyfilter.union([acc, f])
-        if acc is not None:
-            yield pa.RecordBatch.from_pydict({"f": pa.array([acc], pa.binary())})
+            n += b.num_rows
+            for c in cols:
+                arr = b.column(c)
+                if arr.null_count == len(arr):
+                    continue
+                if pa.types.is_timestamp(arr.type):
+                    arr = arr.cast(pa.timestamp("us", arr.type.tz)).cast(pa.int64())
+                mm = pc.min_max(arr)
+                x, y = mm["min"].as_py(), mm["max"].as_py()
+                lo[c] = x if lo[c] is None else min(lo[c], x)
+                hi[c] = y if hi[c] is None else max(hi[c], y)
+                if c in set_cols and c not in over:
+                    new = pc.unique(arr.drop_null())
+                    u = new if uniq[c] is None else pc.unique(pa.concat_arrays([uniq[c], new]))
+                    if len(u) > cap[c]:
+                        over.add(c)
+                        uniq[c] = None
+                    else:
+                        uniq[c] = u
+        out = {"n": n, "lo": lo, "hi": hi, "sets": {}, "nd": 0, "filter": None, "type": None}
+        for c in set_cols:
+            u = uniq[c]
+            if c == bloom:
+                out["nd"] = cap[c] * slots + 1 if c in over else (0 if u is None else len(u))
+                out["type"] = None if u is None else u.type
+            if c in over:
+                out["sets"][c] = None
+            elif u is None or len(u) <= MAX_KEY_SET:
+                out["sets"][c] = [] if u is None else u.to_pylist()
+            else:  # (the bloom column: more keys than a set holds)
+                # built for this task's keys times the most tasks there are:
+                # the driver folds it down to the size for all the keys
+                size = keyfilter.filter_size(len(u) * slots) or keyfilter.MAX_BYTES
+                out["filter"] = keyfilter.build(u, size)
+                out["sets"][c] = None
+        yield pa.RecordBatch.from_pydict({"p": pa.array([pickle.dumps(out)], pa.binary())})
 
-    col = F.col(f"`{column}`")
-    keys = source.select(col).where(col.isNotNull()).coalesce(max(1, 2 * total_cores(source.sparkSession)))
-    parts = [bytes(r[0]) for r in keys.mapInArrow(partial, "f binary").collect()]
-    return keyfilter.union(parts) if parts else keyfilter.build(pa.array([], pa.int64()), nbytes)
+    frame = source.select(*[F.col(f"`{c}`") for c in cols]) if cols else source.select(F.lit(1).alias("_one"))
+    rows = frame.coalesce(slots).mapInArrow(partial, "p binary").collect()
+    parts = [pickle.loads(bytes(r[0])) for r in rows]
+    return _Stats(parts, cols, sets, bloom)

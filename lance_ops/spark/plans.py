@@ -112,3 +112,45 @@ def aliased_relation_output(analyzed: str, alias: str) -> dict[int, str] | None:
                 return out
             return None
     return None
+
+
+#: Physical operators a source may consist of and still be read twice with
+#: the same rows in the same order, partition by partition.
+_REPLAYABLE_NODES = {
+    "AdaptiveSparkPlan", "WholeStageCodegen", "InputAdapter", "ColumnarToRow", "FileScan", "LocalTableScan",
+    "Range", "Project", "Filter", "Union", "LocalTableScanExec", "RowToColumnar",
+}
+#: Expressions whose value differs between two evaluations (or query runs).
+_NONDETERMINISTIC = re.compile(
+    r"\b(rand|randn|random|uuid|shuffle|monotonically_increasing_id|spark_partition_id|input_file_name|"
+    r"input_file_block_start|input_file_block_length|current_timestamp|current_date|current_time|now|"
+    r"localtimestamp|unix_timestamp|reflect|java_method|try_reflect|randstr|uniform)\s*\(|\bUDF\b",
+    re.IGNORECASE,
+)
+
+
+def physical_operators(physical: str) -> list[str]:
+    """Operator names of a physical plan's text, one per plan line."""
+    out = []
+    for ln in physical.splitlines():
+        body = re.sub(r"^[\s|:+\-]*", "", ln)
+        body = re.sub(r"^\*\(\d+\)\s*", "", body)
+        m = re.match(r"([A-Za-z]\w*)", body)
+        if m:
+            out.append(m.group(1))
+    return out
+
+
+def replayable(sections: dict[str, str]) -> bool:
+    """True when a DataFrame's plan (``explain_sections``) reads the same rows
+    in the same partitions each time it runs: only file scans, local data and
+    ranges under projections, filters and unions, and no expression whose
+    value changes from one evaluation (or query) to the next. Unsure: False."""
+    physical = sections.get("Physical Plan")
+    analyzed = sections.get("Analyzed Logical Plan")
+    if not physical or not analyzed:
+        return False
+    ops = physical_operators(physical)
+    if not ops or any(op not in _REPLAYABLE_NODES for op in ops):
+        return False
+    return not (_NONDETERMINISTIC.search(analyzed) or _NONDETERMINISTIC.search(physical))

@@ -49,6 +49,11 @@ ACTION = "_action"
 UPDATE = "U"
 DELETE = "D"
 INSERT_ACTION = "I"
+#: Merge (broadcast strategy): the marker of a matched source row, keyed
+#: like that row's insert candidate (which it cancels).
+MATCH_MARK = "M"
+#: Merge: the source row's id (insert candidates and markers carry it).
+SOURCE_ID = "__lance_sid"
 FRAGMENT_KEY = "_fragment"
 
 KIND = "_kind"
@@ -180,6 +185,7 @@ def fragment_changes(ctx: ChangeContext):
     def run(key, table):  # no annotations: pyspark infers the UDF kind from them
         frag_id = int(key[0].as_py())
         if frag_id < 0:  # merge inserts (spread over negative keys)
+            table = _unmatched(table)
             if ctx.checks:
                 enforce(table, ctx.checks, row_columns=[f.name for f in ctx.table_spark.fields])
             return _inserts(table, schemas.out)
@@ -228,6 +234,22 @@ def aligned_changes(ctx: ChangeContext):
             raise
 
     return run
+
+
+def _unmatched(table: pa.Table) -> pa.Table:
+    """Merge insert candidates without the ones a marker says were matched
+    (candidates and markers of one source row share a group)."""
+    if SOURCE_ID not in table.column_names or ACTION not in table.column_names:
+        return table
+    import pyarrow.compute as pc
+
+    is_mark = pc.fill_null(pc.equal(table.column(ACTION), MATCH_MARK), False)
+    if not pc.any(is_mark).as_py():
+        return table
+    ids = table.column(SOURCE_ID)
+    matched = pc.filter(ids, is_mark).combine_chunks()
+    keep = pc.and_(pc.invert(is_mark), pc.invert(pc.fill_null(pc.is_in(ids, value_set=matched), False)))
+    return table.filter(keep)
 
 
 def _inserts(table: pa.Table, out_arrow: pa.Schema) -> pa.Table:

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from lance_ops import LanceTable
-from lance_ops.errors import DuplicateMatchError, SchemaMismatchError
+from lance_ops.errors import DuplicateMatchError, InvalidArgumentError, SchemaMismatchError
 from tests.helpers import arrow_rows, pylance_pair
 
 LINEAGE = ["_row_created_at_version", "_row_last_updated_at_version"]
@@ -250,8 +250,10 @@ def test_release_checkpoint_frees_it_now(spark):
 
 
 def test_merge_releases_its_checkpoints(spark, pair, merge_strategy, monkeypatch):
-    """A merge releases the checkpoints it made (its source; with inserts,
-    its matched rows) before it returns or raises."""
+    """A merge releases the checkpoint it made of its source (``all``: even
+    one it could replay) before it returns or raises; the matched rows are
+    never checkpointed (inserts and the markers of matched source rows meet
+    in the change job's shuffle)."""
     import lance_ops.ops.merge as merge_mod
 
     released = []
@@ -259,16 +261,28 @@ def test_merge_releases_its_checkpoints(spark, pair, merge_strategy, monkeypatch
     monkeypatch.setattr(merge_mod, "release_checkpoint", lambda df: (released.append(df), release(df)))
     ours, _ = pair
     t = LanceTable(spark, ours)
-    info = t.merge(source(spark, range(990, 1010)), "t.id = s.id").whenMatchedUpdateAll() \
-        .whenNotMatchedInsertAll().execute()
-    # broadcast: the source and the matched rows are checkpointed (shuffle: nothing)
-    made = 2 if merge_strategy == "broadcast" else 0
-    assert info.metrics["numSourceRows"] == 20 and len(released) == made
-    with pytest.raises(DuplicateMatchError):
-        t.merge(source(spark, [5, 5, 2000]), "t.id = s.id").whenMatchedUpdateAll().execute()
-    assert len(released) == made + made // 2
-    if jvm_connect(spark):
-        assert all(df._plan._relation_id is None for df in released)
+    spark.conf.set(merge_mod.MATERIALIZE_SOURCE, "all")
+    try:
+        info = t.merge(source(spark, range(990, 1010)), "t.id = s.id").whenMatchedUpdateAll() \
+            .whenNotMatchedInsertAll().execute()
+        assert info.metrics["numSourceRows"] == 20 and len(released) == 1
+        with pytest.raises(DuplicateMatchError):
+            t.merge(source(spark, [5, 5, 2000]), "t.id = s.id").whenMatchedUpdateAll().execute()
+        assert len(released) == 2
+        if jvm_connect(spark):
+            assert all(df._plan._relation_id is None for df in released)
+        # a file source is replayed, not checkpointed (auto)
+        spark.conf.set(merge_mod.MATERIALIZE_SOURCE, "auto")
+        file_src = str(pair[0]) + "-src.parquet"
+        source(spark, range(2000, 2010)).write.parquet(file_src)
+        info = t.merge(spark.read.parquet(file_src), "t.id = s.id").whenMatchedUpdateAll() \
+            .whenNotMatchedInsertAll().execute()
+        assert info.metrics["numInsertedRows"] == 10 and len(released) == 2
+        spark.conf.set(merge_mod.MATERIALIZE_SOURCE, "sometimes")
+        with pytest.raises(InvalidArgumentError):
+            t.merge(spark.read.parquet(file_src), "t.id = s.id").whenMatchedUpdateAll().execute()
+    finally:
+        spark.conf.unset(merge_mod.MATERIALIZE_SOURCE)
 
 
 def jvm_connect(spark) -> bool:

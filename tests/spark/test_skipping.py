@@ -259,6 +259,91 @@ def test_merge_prunes_target_by_source_key_range(spark, indexed, tmp_path):
     assert "targetKeyRange" not in t.table.history(1)[0]["operationParameters"]
 
 
+class _Stages:
+    """The stages an operation ran, from its progress lines (classic and
+    Connect alike): ``stage N done, k/k tasks``."""
+
+    def __init__(self):
+        import logging
+        import re
+
+        self.done: dict[int, int] = {}
+        pattern, done = re.compile(r"stage (\d+) done, \d+/(\d+) tasks"), self.done
+
+        class Handler(logging.Handler):
+            def emit(self, record):
+                m = pattern.search(record.getMessage())
+                if m:
+                    done[int(m.group(1))] = int(m.group(2))
+
+        self.handler, self.logger = Handler(), logging.getLogger("lance_ops.progress")
+
+    def __enter__(self):
+        self.level = self.logger.level
+        self.logger.setLevel(20)
+        self.logger.addHandler(self.handler)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.level)
+
+
+def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
+    """A selective upsert from a file source costs a fixed number of Spark
+    stages, whatever the table: one for the source's key statistics (count,
+    bounds, key set / bloom filter together), one broadcasting the source,
+    and the change job (the pruned target scan joined with it, the inserts
+    and the markers of matched source rows in one shuffle; then the
+    rewrites). No checkpoint of a file source, none of the matched rows, no
+    separate key-set or bloom-filter job. A source that cannot be replayed
+    (a nondeterministic expression) adds exactly its checkpoint."""
+    import pyarrow.parquet as pq
+
+    path, _, _ = indexed
+    ours, ref = str(tmp_path / "m.lance"), str(tmp_path / "r.lance")
+    shutil.copytree(path, ours)
+    shutil.copytree(path, ref)
+    t = LanceTable(spark, ours)
+    src = _upserts(list(range(17000, 17300, 2)) + list(range(N, N + 40)))
+    pq.write_table(src, str(tmp_path / "src.parquet"))
+    source = spark.read.parquet(str(tmp_path / "src.parquet"))
+    _ = source.schema
+    with _Stages() as stages:
+        info = t.merge(source, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    r = lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(src)
+    assert _table_rows(ours) == _table_rows(ref)
+    m = info.metrics
+    assert (m["numUpdatedRows"], m["numInsertedRows"]) == (r["num_updated_rows"], r["num_inserted_rows"])
+    assert m["numUpdatedRows"] > 100 and m["numInsertedRows"] >= 40
+    assert (m["numFragmentsScanned"], m["numFragmentsSkipped"]) == (1, 2)
+    assert len(stages.done) == 4, stages.done  # (was 10: two checkpoints, four more small jobs)
+
+    # many keys (> MAX_KEY_SET): the bloom filter comes from the same single statistics stage
+    import lance_ops.ops.mergekeys as mergekeys
+
+    monkeypatch.setattr(mergekeys, "KEY_FILTER_MIN_RATIO", 1)
+    big = _upserts(list(range(0, 2 * 4200, 2)))
+    pq.write_table(big, str(tmp_path / "big.parquet"))
+    with _Stages() as stages:
+        t.merge(spark.read.parquet(str(tmp_path / "big.parquet")), "t.id = s.id").whenMatchedUpdateAll() \
+            .whenNotMatchedInsertAll().execute()
+    lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(big)
+    assert _table_rows(ours) == _table_rows(ref)
+    assert "bloom filter of ~4,200 source keys" in t.table.history(1)[0]["operationParameters"]["targetKeyRange"]
+    assert len(stages.done) == 4, stages.done
+
+    # a nondeterministic source (same values, but Spark cannot know): checkpointed
+    # once, so the statistics, the broadcast and the inserts see the same rows
+    small = _upserts([17001, N + 500])
+    nondet = spark.createDataFrame(small).withColumn("f", F.when(F.rand() >= 0, F.col("f")))
+    with _Stages() as stages:
+        t.merge(nondet, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(small)
+    assert _table_rows(ours) == _table_rows(ref)
+    assert len(stages.done) == 5, stages.done
+
+
 def test_compaction_rebuilds_zone_maps(spark, indexed, tmp_path):
     """Compaction rewrites every fragment (all small, fragment 0 >10% deleted):
     the zone maps are rebuilt over the new fragment (pylance's own compaction
