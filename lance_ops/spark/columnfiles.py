@@ -24,6 +24,7 @@ Both emit (kind, payload) metadata rows, like :mod:`.rowchanges`.
 """
 from __future__ import annotations
 
+import array
 import pickle
 from dataclasses import dataclass, field
 from typing import Callable
@@ -118,10 +119,7 @@ class FragmentColumnWriter:
             enforce(values, self.ctx.checks, None if changed is None else pa.array(changed), row_columns=self.ctx.names)
         hi = int(offsets[-1]) + 1
         self._emit(self.pos, hi, offsets, conform_batch(values, self.target))
-        if changed is None:
-            self.changed.update(offsets.astype(np.uint32))
-        else:
-            self.changed.update(offsets[changed].astype(np.uint32))
+        add_offsets(self.changed, offsets if changed is None else offsets[changed])
         self.pos = hi
 
     def _emit(self, lo: int, hi: int, offsets: np.ndarray, values: pa.RecordBatch | None) -> None:
@@ -190,6 +188,20 @@ class FragmentColumnWriter:
 
     def abort(self) -> None:
         self.writer.abort()
+
+
+def add_offsets(bitmap: BitMap, offsets: np.ndarray) -> None:
+    """Add row ``offsets`` (ascending) to ``bitmap``: one range when they are
+    contiguous (every live row of a batch), else through a ``uint32`` buffer
+    -- ``BitMap.update`` with a numpy array iterates it element by element
+    (~50 ns a row: 0.1 s of a 2.5M-row task)."""
+    if not len(offsets):
+        return
+    first, last = int(offsets[0]), int(offsets[-1])
+    if last - first + 1 == len(offsets) and bool(np.all(offsets[1:] > offsets[:-1])):
+        bitmap.add_range(first, last + 1)
+    else:
+        bitmap |= BitMap(array.array("I", np.ascontiguousarray(offsets, np.uint32).tobytes()))
 
 
 def _chunk(a):
