@@ -30,7 +30,6 @@ from ..spark.frames import (
     check_condition,
     describe,
     referenced_columns,
-    rows_per_partition,
     scan_frame,
 )
 from ..spark.journal import journaled
@@ -65,7 +64,7 @@ def delete(spark, snapshot: Snapshot, condition):
         if analyzed is not None:
             try:
                 ctx = change_context(spark, snap, assigned=[])
-                groups = fragment_tasks(snap, analyzed, rows_per_partition(spark, snap.num_rows()))
+                groups = fragment_tasks(spark, snap, analyzed)
                 with journaled(snap.store) as token:
                     ctx.journal = token  # (set before the task closure pickles ctx)
                     changes = run_arrow_changes(spark, groups, arrow_update_task(ctx, analyzed))
@@ -85,7 +84,7 @@ def delete(spark, snapshot: Snapshot, condition):
             # Arrow evaluates the whole condition in the tasks: one stage,
             # no row crosses into the JVM.
             ctx = change_context(spark, snap, assigned=[])
-            groups = fragment_tasks(snap, arrow, rows_per_partition(spark, snap.num_rows()))
+            groups = fragment_tasks(spark, snap, arrow)
             with journaled(snap.store) as token:  # (a failing task: no file of the others stays)
                 ctx.journal = token
                 changes = run_arrow_changes(spark, groups, arrow_delete_task(ctx, arrow))
