@@ -223,7 +223,7 @@ def job_group(spark, group: str, desc: str, tags=()):
     sc = spark.sparkContext
     prev = [sc.getLocalProperty(k) for k in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")]
     sc.setJobGroup(group, desc, interruptOnCancel=False)
-    present = set(sc.getJobTags())
+    present = _tag_set(sc._jsc.getJobTags())
     added = [t for t in tags if t not in present]
     for t in added:
         sc.addJobTag(t)
@@ -235,6 +235,32 @@ def job_group(spark, group: str, desc: str, tags=()):
                 sc.removeJobTag(t)
         for k, v in zip(("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"), prev):
             sc.setLocalProperty(k, v)
+
+
+def _tag_set(jset) -> set[str]:
+    """A Java set of job tags in one py4j round trip: iterating the proxy
+    costs two per element (a classic session's thread carries a dozen tags:
+    ~25 round trips per operation). Its ``toString`` is ``[a, b]`` and Spark
+    forbids commas in tags."""
+    inner = str(jset.toString())[1:-1]
+    return set(inner.split(", ")) if inner else set()
+
+
+def session_confs(spark) -> dict[str, str]:
+    """Every conf the session holds. Classic sessions: one JSON document
+    from the JVM (pyspark's ``conf.getAll`` turns the Java map into a dict
+    one py4j round trip per key and value: ~130 of them); Connect sessions
+    and any failure: ``conf.getAll``."""
+    import json
+
+    if not is_connect(spark):
+        try:
+            jconf = spark._jsparkSession.conf()
+            mapper = spark.sparkContext._jvm.com.fasterxml.jackson.databind.ObjectMapper()
+            return {str(k): str(v) for k, v in json.loads(mapper.writeValueAsString(jconf.getAllAsJava())).items()}
+        except Exception:
+            pass
+    return dict(spark.conf.getAll)
 
 
 def cancel_tag(spark, tag: str) -> None:
