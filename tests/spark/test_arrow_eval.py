@@ -890,3 +890,21 @@ def test_backfill_both_paths_and_pylance(spark, tmp_path):
     lance.dataset(ref).update({"s": "upper(s)"}, where="s LIKE '%-0%'")
     got = lance.dataset(a_path).to_table(columns=["s"], with_row_id=True).sort_by("_rowid")
     assert got == lance.dataset(ref).to_table(columns=["s"], with_row_id=True).sort_by("_rowid")
+
+
+def test_balanced_groups_one_wave():
+    """Arrow tasks: contiguous groups of about equal rows, at most one per
+    slot, never empty, every item once in order."""
+    from lance_ops.spark.arrowtasks import balanced_groups
+
+    items = list(range(40))
+    assert [len(g) for g in balanced_groups(items, [250_000] * 40, 2)] == [20, 20]
+    rows = [5, 1, 1, 1, 1, 1, 9, 1, 30, 2]
+    for n in (1, 2, 3, 4, 7, 10, 12):
+        groups = balanced_groups(list(range(len(rows))), rows, n)
+        assert [i for g in groups for i in g] == list(range(len(rows)))
+        assert 0 < len(groups) <= n and all(groups)
+    # a group closes once the running total reaches its share (52 rows in 3)
+    sums = [sum(rows[i] for i in g) for g in balanced_groups(list(range(len(rows))), rows, 3)]
+    assert sums == [19, 31, 2], sums
+    assert balanced_groups(["a"], [0], 2) == [["a"]]
