@@ -196,13 +196,13 @@ def arrow_delete_task(ctx: ChangeContext, cond: ArrowCondition):
 def _spark_batches(ctx, frag, ranges, columns, metadata, arrow_in: pa.Schema):
     """The non-empty batches of ``columns`` (+ ``metadata``) over a fragment's
     row ``ranges``, as Spark types (``arrow_in``): what every Arrow task reads."""
-    from .types import to_spark_batch
+    from .types import scanned_spark_batch
 
     for start, end in ranges:
         scan = FragmentScan(frag, columns, metadata, start, end, stable_row_ids=ctx.stable_row_ids)
         for batch in scan_fragment(ctx.store, ctx.schema, scan):
             if batch.num_rows:
-                yield to_spark_batch(batch.select(arrow_in.names), arrow_in)
+                yield scanned_spark_batch(batch, arrow_in, frag.id)
 
 
 def raise_on_error_rows(err, what: str) -> None:

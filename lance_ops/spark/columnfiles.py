@@ -43,7 +43,7 @@ from ..format.writer import conform_batch
 from ..storage.objectstore import ObjectStore
 from .constraints import enforce
 from .errors import executor_task
-from .types import to_spark_batch
+from .types import scanned_spark_batch
 
 #: Boolean column: the row's value changed (rewriteColumns with a condition).
 CHANGED = "_lance_changed"
@@ -303,7 +303,7 @@ def function_column_files(ctx: ColumnFileContext, read_columns: list[str], colum
                 for batch in scan_fragment(ctx.store, ctx.schema, scan):
                     if not batch.num_rows:
                         continue
-                    batch = to_spark_batch(batch.select(arrow_in.names), arrow_in)
+                    batch = scanned_spark_batch(batch, arrow_in, frag.id)
                     offsets = batch.column(ROW_ADDR).to_numpy().astype(np.uint64) & OFFSET_MASK
                     values = ctx.transform(batch.select(read_columns))
                     changed = None
