@@ -46,8 +46,12 @@ def delete(spark, snapshot: Snapshot, condition):
     """``prepare(snapshot) -> StagedCommit`` of a delete; bad SQL raises
     Spark's own error here, before any work."""
     predicate = describe(condition)
+    #: the analysis frame checked here -> its filter by the condition: a
+    #: first attempt over the same columns reuses that analysis
+    checked = {}
     if condition is not None:
-        check_condition(analysis_frame(spark, snapshot), condition)
+        frame = analysis_frame(spark, snapshot)
+        checked[id(frame)] = (frame, check_condition(frame, condition))
 
     def prepare(snap: Snapshot) -> StagedCommit:
         if condition is None:
@@ -60,7 +64,10 @@ def delete(spark, snapshot: Snapshot, condition):
             return StagedCommit(op, metrics, {"predicate": predicate})
         # Arrow path 1: the condition from Spark's analyzed plan (classic
         # sessions; any expression in the arrow_eval.catalyst subset).
-        analyzed = arrow_values(spark, snap, analysis_frame(spark, snap).select(as_column(condition)), True, [])
+        frame = analysis_frame(spark, snap)
+        hit = checked.get(id(frame))
+        filtered = hit[1] if hit is not None and hit[0] is frame else frame.where(as_column(condition))
+        analyzed = arrow_values(spark, snap, filtered, True, [])
         if analyzed is not None:
             try:
                 ctx = change_context(spark, snap, assigned=[])

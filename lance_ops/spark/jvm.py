@@ -132,9 +132,10 @@ def analyzed_json(df) -> str | None:
     node, pre-order, its class and ``evalMode`` -- ANSI / LEGACY / TRY --
     which the JSON serializes as null; for LIKE / ILIKE its escape character;
     for arithmetic a third element, Spark's result type), ``timeZone`` (the session zone the
-    timestamp literals print in) and ``ansi``. None under Spark Connect (no
-    analyzed plan object: the caller evaluates with Spark) or when the plan
-    is not a single Project."""
+    timestamp literals print in) and ``ansi``. A ``where(condition)`` over a
+    relation (a Filter) gives the condition as the one expression. None under
+    Spark Connect (no analyzed plan object: the caller evaluates with Spark)
+    or when the plan is neither a Project nor a Filter."""
     import json
 
     jdf = getattr(df, "_jdf", None)
@@ -142,10 +143,16 @@ def analyzed_json(df) -> str | None:
         return None
     plan = jdf.queryExecution().analyzed()
     nodes = json.loads(plan.toJSON())
-    if not nodes or not nodes[0].get("class", "").endswith(".Project"):
+    top = nodes[0].get("class", "") if nodes else ""
+    if top.endswith(".Project"):
+        exprs = nodes[0]["projectList"]
+        jlist = plan.projectList()
+        jexprs = [jlist.apply(k) for k in range(jlist.size())]
+    elif top.endswith(".Filter"):  # (``where(condition)``: the condition alone)
+        exprs = [nodes[0]["condition"]]
+        jexprs = [plan.condition()]
+    else:
         return None
-    exprs = nodes[0]["projectList"]
-    jlist = plan.projectList()
     modes = []
 
     # The JSON already names every node, in the pre-order the walk follows:
@@ -177,9 +184,9 @@ def analyzed_json(df) -> str | None:
             for k in range(kids.size()):
                 walk(kids.apply(k), flat, out)
 
-    for k in range(jlist.size()):
+    for k, jexpr in enumerate(jexprs):
         out: list = []
-        walk(jlist.apply(k), exprs[k], out)
+        walk(jexpr, exprs[k], out)
         modes.append(out)
     conf = df.sparkSession.conf
     return json.dumps({

@@ -908,3 +908,26 @@ def test_balanced_groups_one_wave():
     sums = [sum(rows[i] for i in g) for g in balanced_groups(list(range(len(rows))), rows, 3)]
     assert sums == [19, 31, 2], sums
     assert balanced_groups(["a"], [0], 2) == [["a"]]
+
+
+def test_delete_condition_analyzed_from_its_filter(spark, edge_table):
+    """delete analyzes its condition once, as ``where(condition)`` (the
+    check that raises Spark's error for bad SQL): that Filter's condition
+    decodes to the very tree the projection of it does, and the delete takes
+    the analyzed-plan path (not the pushed-filter one) from it."""
+    from lance_ops.arrow_eval.catalyst import try_decode
+    from lance_ops.ops.dml import analysis_frame
+    from lance_ops.spark.arrowtasks import arrow_values, inline_with
+    from lance_ops.spark.jvm import analyzed_json
+
+    snap = Table(edge_table[0]).snapshot
+    frame = analysis_frame(spark, snap)
+    decoded = 0
+    for cond in DELETES:
+        filtered = frame.where(F.expr(cond))
+        from_filter = try_decode(inline_with(analyzed_json(filtered)))
+        from_select = try_decode(inline_with(analyzed_json(frame.select(F.expr(cond)))))
+        assert from_filter == from_select, cond
+        assert (arrow_values(spark, snap, filtered, True, []) is not None) == (from_select is not None), cond
+        decoded += from_select is not None
+    assert decoded >= len(DELETES) - 1, decoded  # (double('NaN') is a string cast: pushed-filter path)
