@@ -223,9 +223,8 @@ class _Eval:
         return pa.array(res, mask=~both if not both.all() else None), err
 
     def _cmp_scalar(self, x: X):
-        """``column op literal`` (either side) on integers, dates,
-        timestamps or non-NaN floats: one numpy comparison against the
-        scalar. Same results as the general path: the literal is never null
+        """``expression op literal`` (either side) on integers or non-NaN
+        floats: one numpy comparison against the scalar. Same results as the general path: the literal is never null
         and raises nothing; a NaN cell orders above every number there."""
         op = x.value
         if op == "<=>":
