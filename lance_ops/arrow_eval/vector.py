@@ -60,13 +60,61 @@ ARROW = _ArrowTypes({
 NUMPY = {"byte": np.int8, "short": np.int16, "integer": np.int32, "long": np.int64, "float": np.float32,
          "double": np.float64}
 _BOUNDS = {t: (int(np.iinfo(NUMPY[t]).min), int(np.iinfo(NUMPY[t]).max)) for t in INTS}
+_FOLDABLE = tuple(NUMPY) + ("boolean",)
+_ONE_ROW = pa.table({"__one": pa.array([0], pa.int8())})
+
+
+_FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _scalar(x: X):
+    """The value of a non-null numeric literal as a numpy scalar of its
+    type, else None: operators broadcast it instead of a column of copies."""
+    if x.kind == "lit" and x.value is not None and x.type in NUMPY:
+        return NUMPY[x.type](x.value)
+    return None
 
 
 def evaluate(tree: X, table: pa.Table) -> tuple[pa.Array, np.ndarray]:
     """(values as an Arrow array of the node's Spark-typed Arrow type, error codes)."""
     with np.errstate(all="ignore"):
-        v, e = _Eval(table).ev(tree)
+        v, e = _Eval(table).ev(_folded(tree))
     return v, e
+
+
+def fold(tree: X) -> X:
+    """``tree`` with its constant numeric / boolean subtrees (no column,
+    e.g. the analyzer's ``CAST(100 AS BIGINT)``) replaced by the literal they
+    evaluate to -- once, instead of once per row -- so the nodes above see a
+    literal (:func:`_scalar`) and compute against a scalar. A constant that
+    is null or raises (``1 / 0`` in ANSI mode) stays as it is: evaluated per
+    row, it raises only where Spark evaluates it."""
+    if tree.kind in ("attr", "lit") or not tree.args:
+        return tree
+    if not tree.columns() and tree.type in _FOLDABLE:
+        with np.errstate(all="ignore"):
+            v, e = _Eval(_ONE_ROW).ev(tree)
+        if not e.any() and v.null_count == 0:
+            return X("lit", tree.type, value=v[0].as_py())
+    args = tuple(fold(a) for a in tree.args)
+    return tree if all(a is b for a, b in zip(args, tree.args)) else X(tree.kind, tree.type, args, tree.value, tree.ansi)
+
+
+_FOLDED: dict[int, tuple[X, X]] = {}
+
+
+def _folded(tree: X) -> X:
+    """:func:`fold`, memoized per tree object (tasks evaluate the same tree
+    once per batch). By identity, not equality: equal trees may differ in
+    what matters (``0.0`` and ``-0.0`` literals compare and hash equal)."""
+    hit = _FOLDED.get(id(tree))
+    if hit is not None and hit[0] is tree:
+        return hit[1]
+    out = fold(tree)
+    if len(_FOLDED) > 256:
+        _FOLDED.clear()
+    _FOLDED[id(tree)] = (tree, out)
+    return out
 
 
 def arrow_type(t: str) -> pa.DataType:
@@ -84,8 +132,10 @@ class _Eval:
         """(numpy values with nulls as 0, valid mask) of a numeric / boolean array."""
         valid = _valid(a, self.n)
         if t == "boolean":
-            return np.asarray(a.fill_null(False).to_numpy(zero_copy_only=False), bool), valid
-        return np.asarray(a.fill_null(0).to_numpy(zero_copy_only=False), NUMPY[t]), valid
+            a = a.fill_null(False) if a.null_count else a
+            return np.asarray(a.to_numpy(zero_copy_only=False), bool), valid
+        a = a.fill_null(0) if a.null_count else a
+        return np.asarray(a.to_numpy(zero_copy_only=False), NUMPY[t]), valid
 
     def build(self, values: np.ndarray, valid: np.ndarray, t: str) -> pa.Array:
         return pa.array(values, type=ARROW[t], mask=~valid if not valid.all() else None)
@@ -99,7 +149,8 @@ class _Eval:
 
     def ev_attr(self, x: X):
         col = self.t.column(x.value)
-        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if isinstance(col, pa.ChunkedArray):
+            col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
         if col.type != ARROW[x.type]:
             col = col.cast(ARROW[x.type])
         return col, self.none
@@ -140,6 +191,9 @@ class _Eval:
         return fn(a, b), _merge(ea, np.where(settled, 0, eb))
 
     def ev_cmp(self, x: X):
+        fast = self._cmp_scalar(x)
+        if fast is not None:
+            return fast
         (a, ea), (b, eb) = self.ev(x.args[0]), self.ev(x.args[1])
         t = x.args[0].type if x.args[0].type != "void" else x.args[1].type
         va_ok, vb_ok = _valid(a, self.n), _valid(b, self.n)
@@ -167,6 +221,33 @@ class _Eval:
             return pa.array((both & eq) | (~va_ok & ~vb_ok)), err
         res = {"=": eq, "<": lt, "<=": lt | eq, ">": ~(lt | eq), ">=": ~lt}[op]
         return pa.array(res, mask=~both if not both.all() else None), err
+
+    def _cmp_scalar(self, x: X):
+        """``expression op literal`` (either side) on integers or non-NaN
+        floats: one numpy comparison against the scalar. Same results as the general path: the literal is never null
+        and raises nothing; a NaN cell orders above every number there."""
+        op = x.value
+        if op == "<=>":
+            return None
+        a_x, b_x = x.args
+        lit = _scalar(b_x)
+        if lit is None:
+            lit = _scalar(a_x)
+            if lit is None:
+                return None
+            a_x, op = b_x, _FLIP[op]
+        t = a_x.type
+        if t not in NUMPY or (t in FLOATS and np.isnan(lit)):
+            return None
+        a, err = self.ev(a_x)
+        if t in FLOATS:
+            av, ok = self.num(a, t)
+        else:
+            av, ok = _ints(a), _valid(a, self.n)
+        res = {"=": np.equal, "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}[op](av, lit)
+        if t in FLOATS and op in (">", ">="):
+            res |= np.isnan(av)  # (NaN > every number)
+        return pa.array(res, mask=~ok if not ok.all() else None), err
 
     def ev_in(self, x: X):
         v, err = self.ev(x.args[0])
@@ -243,6 +324,9 @@ class _Eval:
         return self.build(r, ok, x.type), err
 
     def ev_arith(self, x: X):
+        fast = self._arith_scalar(x)
+        if fast is not None:
+            return fast
         op, t = x.value, x.type
         (a, ea), (b, eb) = self.ev(x.args[0]), self.ev(x.args[1])
         av, a_ok = self.num(a, t)
@@ -282,6 +366,35 @@ class _Eval:
             fix = (q < 0) & (q * d != av)  # floor -> trunc for mixed signs
             r = np.where(special, lo, q + fix.astype(np.int64))
         return self.build(r, both & ~zero, t), err
+
+    def _arith_scalar(self, x: X):
+        """``expression op literal`` with a literal that needs no special
+        case (not 0 or -1 after ``/ div %``): one numpy operation against
+        the scalar -- ``id % 100`` over millions of rows without a column
+        of hundreds, zero tests or ``MIN % -1`` fix-ups. With a non-null,
+        non-zero literal divisor every non-null dividend is evaluated and
+        nothing divides by zero, so the rows and errors are the general
+        path's; anything else takes the general path."""
+        op, t = x.value, x.type
+        bv = _scalar(x.args[1])
+        if bv is None:
+            return None
+        if op in ("/", "div", "%") and (bv == 0 or bv == -1 or np.isnan(bv)):
+            return None
+        a, err = self.ev(x.args[0])
+        av, ok = self.num(a, t)
+        if op == "%":
+            r = np.fmod(av, bv)  # (the dividend's sign, as Java; MIN % b fits for |b| > 1)
+        elif op == "/":
+            r = av / bv
+        elif op == "div":  # truncation toward zero
+            q = av // bv
+            r = q + ((q < 0) & (q * bv != av)).astype(np.int64)
+        else:
+            r = {"+": np.add, "-": np.subtract, "*": np.multiply}[op](av, bv)
+            if x.ansi and t in INTS:
+                err = _merge(err, np.where(ok & _overflow(op, av, bv, r), ARITHMETIC_OVERFLOW, 0))
+        return self.build(r, ok, t), err
 
     def ev_cast(self, x: X):
         c = x.args[0]
@@ -629,7 +742,8 @@ def _ints(a: pa.Array) -> np.ndarray:
         a = a.cast(pa.int32())
     elif pa.types.is_timestamp(t):
         a = a.cast(pa.int64())
-    return np.asarray(a.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    a = a.fill_null(0) if a.null_count else a
+    return np.asarray(a.to_numpy(zero_copy_only=False), np.int64)
 
 
 def _merge(a: np.ndarray, b: np.ndarray) -> np.ndarray:

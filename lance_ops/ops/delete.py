@@ -30,7 +30,6 @@ from ..spark.frames import (
     check_condition,
     describe,
     referenced_columns,
-    rows_per_partition,
     scan_frame,
 )
 from ..spark.journal import journaled
@@ -47,8 +46,12 @@ def delete(spark, snapshot: Snapshot, condition):
     """``prepare(snapshot) -> StagedCommit`` of a delete; bad SQL raises
     Spark's own error here, before any work."""
     predicate = describe(condition)
+    #: the analysis frame checked here -> its filter by the condition: a
+    #: first attempt over the same columns reuses that analysis
+    checked = {}
     if condition is not None:
-        check_condition(analysis_frame(spark, snapshot), condition)
+        frame = analysis_frame(spark, snapshot)
+        checked[id(frame)] = (frame, check_condition(frame, condition))
 
     def prepare(snap: Snapshot) -> StagedCommit:
         if condition is None:
@@ -61,11 +64,14 @@ def delete(spark, snapshot: Snapshot, condition):
             return StagedCommit(op, metrics, {"predicate": predicate})
         # Arrow path 1: the condition from Spark's analyzed plan (classic
         # sessions; any expression in the arrow_eval.catalyst subset).
-        analyzed = arrow_values(spark, snap, analysis_frame(spark, snap).select(as_column(condition)), True, [])
+        frame = analysis_frame(spark, snap)
+        hit = checked.get(id(frame))
+        filtered = hit[1] if hit is not None and hit[0] is frame else frame.where(as_column(condition))
+        analyzed = arrow_values(spark, snap, filtered, True, [])
         if analyzed is not None:
             try:
                 ctx = change_context(spark, snap, assigned=[])
-                groups = fragment_tasks(snap, analyzed, rows_per_partition(spark, snap.num_rows()))
+                groups = fragment_tasks(spark, snap, analyzed)
                 with journaled(snap.store) as token:
                     ctx.journal = token  # (set before the task closure pickles ctx)
                     changes = run_arrow_changes(spark, groups, arrow_update_task(ctx, analyzed))
@@ -85,7 +91,7 @@ def delete(spark, snapshot: Snapshot, condition):
             # Arrow evaluates the whole condition in the tasks: one stage,
             # no row crosses into the JVM.
             ctx = change_context(spark, snap, assigned=[])
-            groups = fragment_tasks(snap, arrow, rows_per_partition(spark, snap.num_rows()))
+            groups = fragment_tasks(spark, snap, arrow)
             with journaled(snap.store) as token:  # (a failing task: no file of the others stays)
                 ctx.journal = token
                 changes = run_arrow_changes(spark, groups, arrow_delete_task(ctx, arrow))

@@ -36,7 +36,13 @@ from ..format import rowids
 from ..format.messages import copy_message
 from ..format.scan import METADATA_COLUMNS, ROW_ADDR, ROW_ID
 from ..format.schema import Field
-from ..spark.arrowtasks import arrow_column_transform, arrow_rewrite_transform, arrow_values, log_evaluation
+from ..spark.arrowtasks import (
+    arrow_column_transform,
+    arrow_rewrite_transform,
+    arrow_values,
+    log_evaluation,
+    one_wave,
+)
 from ..spark.columnfiles import (
     CHANGED,
     ColumnFileContext,
@@ -174,7 +180,8 @@ class _ExpressionColumns:
                 ctx.transform = arrow_column_transform(av, target)
                 task = function_column_files(ctx, arrow_in.names, av.columns, av.metadata, arrow_in,
                                              snap.stable_row_ids)
-                groups = fragment_groups(snap.fragments, rows_per_partition(spark, snap.num_rows()))
+                groups = one_wave(spark, [f.SerializeToString() for f in snap.fragments],
+                                  _physical_rows(snap))
                 results = parse_results(run_pair_tasks(spark, groups, task))
                 self.evaluation = "arrow"
                 return results
@@ -422,11 +429,17 @@ def _arrow_rewrite(spark, snap: Snapshot, ctx: ColumnFileContext, arrow, assigne
     target = spark_arrow_schema(spark_schema(snap.schema, assigned, ()))
     ctx.transform = arrow_rewrite_transform(arrow, target, CHANGED)
     kept = [f for f in snap.fragments if arrow.ranges.get(f.id) and f.physical_rows]  # (whole fragments only)
-    groups = fragment_groups(kept, rows_per_partition(spark, snap.num_rows()))
+    groups = one_wave(spark, [f.SerializeToString() for f in kept], _physical_rows(snap))
     with journaled(ctx.store) as token:
         ctx.journal = token
         task = function_column_files(ctx, arrow_in.names, data, arrow.metadata, arrow_in, snap.stable_row_ids)
         return parse_results(run_pair_tasks(spark, groups, task)), [f.id for f in kept]
+
+
+def _physical_rows(snap: Snapshot):
+    """Rows of a serialized fragment of ``snap`` (for :func:`one_wave`)."""
+    rows = {f.SerializeToString(): f.physical_rows for f in snap.fragments}
+    return rows.__getitem__
 
 
 def _rewrite_scan_metrics(snap: Snapshot, scanned: dict | None, frag_ids) -> dict:

@@ -30,7 +30,6 @@ from ..spark.frames import (
     check_condition,
     describe,
     referenced_columns,
-    rows_per_partition,
     scan_frame,
     table_spark_schema,
 )
@@ -129,7 +128,7 @@ def _arrow_changes(spark, snap: Snapshot, arrow, assignments: dict):
     ranges data skipping keeps), evaluate condition and values with Arrow and
     write the changes (``arrowtasks.arrow_update_task``)."""
     ctx = change_context(spark, snap, assigned=list(assignments))
-    groups = fragment_tasks(snap, arrow, rows_per_partition(spark, snap.num_rows()))
+    groups = fragment_tasks(spark, snap, arrow)
     with journaled(snap.store) as token, executor_errors():
         ctx.journal = token  # (set before the task closure pickles ctx)
         changes = run_arrow_changes(spark, groups, arrow_update_task(ctx, arrow))

@@ -112,14 +112,54 @@ def arrow_condition(spark, snap, condition, columns: list[str], metadata: list[s
     return ArrowCondition(tree, list(columns), list(metadata), sp.ranges, list(sp.skipped))
 
 
-def fragment_tasks(snap, cond: ArrowCondition, rows_per_task: int) -> list[list[tuple[bytes, list]]]:
-    """Groups of (fragment bytes, row ranges) of about ``rows_per_task`` rows
-    (fragments data skipping rules out are left out)."""
-    from .frames import group_by_rows
+#: Rows an Arrow task handles at most. Its work is cheap (reading the
+#: referenced columns and evaluating them: ~30 ns a row) next to its fixed
+#: cost (a Spark task handing a Python worker its function and results:
+#: 0.1-0.3 s here), so a second wave of tasks costs more than it saves:
+#: one task per slot, up to this many rows each.
+ARROW_TASK_ROWS = 16 * 1024 * 1024
 
+
+def one_wave(spark, items, rows_of) -> list[list]:
+    """``items`` (in order) in contiguous groups of about equal rows, one
+    per task slot (more when a group would exceed :data:`ARROW_TASK_ROWS`):
+    the inputs of Arrow tasks."""
+    from .frames import total_cores
+
+    items = list(items)
+    rows = [rows_of(i) for i in items]
+    total = sum(rows)
+    return balanced_groups(items, rows, max(total_cores(spark), -(-total // ARROW_TASK_ROWS)))
+
+
+def balanced_groups(items: list, rows: list[int], n: int) -> list[list]:
+    """At most ``n`` non-empty contiguous groups of ``items`` whose ``rows``
+    sum to about ``total / n`` each (a group closes once the running total
+    reaches its share)."""
+    n = max(1, min(n, len(items)))
+    total = sum(rows)
+    groups: list[list] = []
+    current: list = []
+    acc, k = 0, 1
+    for item, r in zip(items, rows):
+        current.append(item)
+        acc += r
+        if len(groups) < n - 1 and acc * n >= total * k:
+            groups.append(current)
+            current = []
+            k = acc * n // max(total, 1) + 1
+    if current:
+        groups.append(current)
+    return groups
+
+
+def fragment_tasks(spark, snap, cond) -> list[list[tuple[bytes, list]]]:
+    """The (fragment bytes, row ranges) Arrow tasks read, in
+    :func:`one_wave` groups (fragments data skipping rules out are left
+    out)."""
     kept = [(f.SerializeToString(), cond.ranges[f.id]) for f in snap.fragments
             if cond.ranges.get(f.id) and f.physical_rows]
-    return group_by_rows(kept, lambda item: sum(e - s for s, e in item[1]), rows_per_task)
+    return one_wave(spark, kept, lambda item: sum(e - s for s, e in item[1]))
 
 
 def arrow_delete_task(ctx: ChangeContext, cond: ArrowCondition):
@@ -156,13 +196,13 @@ def arrow_delete_task(ctx: ChangeContext, cond: ArrowCondition):
 def _spark_batches(ctx, frag, ranges, columns, metadata, arrow_in: pa.Schema):
     """The non-empty batches of ``columns`` (+ ``metadata``) over a fragment's
     row ``ranges``, as Spark types (``arrow_in``): what every Arrow task reads."""
-    from .types import to_spark_batch
+    from .types import scanned_spark_batch
 
     for start, end in ranges:
         scan = FragmentScan(frag, columns, metadata, start, end, stable_row_ids=ctx.stable_row_ids)
         for batch in scan_fragment(ctx.store, ctx.schema, scan):
             if batch.num_rows:
-                yield to_spark_batch(batch.select(arrow_in.names), arrow_in)
+                yield scanned_spark_batch(batch, arrow_in, frag.id)
 
 
 def raise_on_error_rows(err, what: str) -> None:

@@ -24,6 +24,7 @@ Both emit (kind, payload) metadata rows, like :mod:`.rowchanges`.
 """
 from __future__ import annotations
 
+import array
 import pickle
 from dataclasses import dataclass, field
 from typing import Callable
@@ -42,7 +43,7 @@ from ..format.writer import conform_batch
 from ..storage.objectstore import ObjectStore
 from .constraints import enforce
 from .errors import executor_task
-from .types import to_spark_batch
+from .types import scanned_spark_batch
 
 #: Boolean column: the row's value changed (rewriteColumns with a condition).
 CHANGED = "_lance_changed"
@@ -118,10 +119,7 @@ class FragmentColumnWriter:
             enforce(values, self.ctx.checks, None if changed is None else pa.array(changed), row_columns=self.ctx.names)
         hi = int(offsets[-1]) + 1
         self._emit(self.pos, hi, offsets, conform_batch(values, self.target))
-        if changed is None:
-            self.changed.update(offsets.astype(np.uint32))
-        else:
-            self.changed.update(offsets[changed].astype(np.uint32))
+        add_offsets(self.changed, offsets if changed is None else offsets[changed])
         self.pos = hi
 
     def _emit(self, lo: int, hi: int, offsets: np.ndarray, values: pa.RecordBatch | None) -> None:
@@ -190,6 +188,20 @@ class FragmentColumnWriter:
 
     def abort(self) -> None:
         self.writer.abort()
+
+
+def add_offsets(bitmap: BitMap, offsets: np.ndarray) -> None:
+    """Add row ``offsets`` (ascending) to ``bitmap``: one range when they are
+    contiguous (every live row of a batch), else through a ``uint32`` buffer
+    -- ``BitMap.update`` with a numpy array iterates it element by element
+    (~50 ns a row: 0.1 s of a 2.5M-row task)."""
+    if not len(offsets):
+        return
+    first, last = int(offsets[0]), int(offsets[-1])
+    if last - first + 1 == len(offsets) and bool(np.all(offsets[1:] > offsets[:-1])):
+        bitmap.add_range(first, last + 1)
+    else:
+        bitmap |= BitMap(array.array("I", np.ascontiguousarray(offsets, np.uint32).tobytes()))
 
 
 def _chunk(a):
@@ -291,7 +303,7 @@ def function_column_files(ctx: ColumnFileContext, read_columns: list[str], colum
                 for batch in scan_fragment(ctx.store, ctx.schema, scan):
                     if not batch.num_rows:
                         continue
-                    batch = to_spark_batch(batch.select(arrow_in.names), arrow_in)
+                    batch = scanned_spark_batch(batch, arrow_in, frag.id)
                     offsets = batch.column(ROW_ADDR).to_numpy().astype(np.uint64) & OFFSET_MASK
                     values = ctx.transform(batch.select(read_columns))
                     changed = None

@@ -213,11 +213,16 @@ def keeps_scan_partitions(df: DataFrame) -> bool:
     return plans.keeps_partitions(plan)
 
 
-def check_condition(frame: DataFrame, condition) -> None:
+def check_condition(frame: DataFrame, condition) -> DataFrame | None:
     """Analyze ``condition`` as a filter over ``frame``: Spark raises its own
-    error for bad SQL or a non-boolean condition, before any work is done."""
-    if condition is not None:
-        _ = frame.where(as_column(condition)).schema  # (lazy in Connect until asked)
+    error for bad SQL or a non-boolean condition, before any work is done.
+    Returns the filtered frame (its analyzed plan holds the condition)."""
+    if condition is None:
+        return None
+    filtered = frame.where(as_column(condition))
+    if jvm.is_connect(frame.sparkSession):
+        _ = filtered.schema  # (lazy in Connect until asked; classic analyzes in where)
+    return filtered
 
 
 def referenced_attributes(frame: DataFrame, exprs: Iterable) -> set[int] | None:

@@ -132,9 +132,10 @@ def analyzed_json(df) -> str | None:
     node, pre-order, its class and ``evalMode`` -- ANSI / LEGACY / TRY --
     which the JSON serializes as null; for LIKE / ILIKE its escape character;
     for arithmetic a third element, Spark's result type), ``timeZone`` (the session zone the
-    timestamp literals print in) and ``ansi``. None under Spark Connect (no
-    analyzed plan object: the caller evaluates with Spark) or when the plan
-    is not a single Project."""
+    timestamp literals print in) and ``ansi``. A ``where(condition)`` over a
+    relation (a Filter) gives the condition as the one expression. None under
+    Spark Connect (no analyzed plan object: the caller evaluates with Spark)
+    or when the plan is neither a Project nor a Filter."""
     import json
 
     jdf = getattr(df, "_jdf", None)
@@ -142,10 +143,16 @@ def analyzed_json(df) -> str | None:
         return None
     plan = jdf.queryExecution().analyzed()
     nodes = json.loads(plan.toJSON())
-    if not nodes or not nodes[0].get("class", "").endswith(".Project"):
+    top = nodes[0].get("class", "") if nodes else ""
+    if top.endswith(".Project"):
+        exprs = nodes[0]["projectList"]
+        jlist = plan.projectList()
+        jexprs = [jlist.apply(k) for k in range(jlist.size())]
+    elif top.endswith(".Filter"):  # (``where(condition)``: the condition alone)
+        exprs = [nodes[0]["condition"]]
+        jexprs = [plan.condition()]
+    else:
         return None
-    exprs = nodes[0]["projectList"]
-    jlist = plan.projectList()
     modes = []
 
     # The JSON already names every node, in the pre-order the walk follows:
@@ -177,9 +184,9 @@ def analyzed_json(df) -> str | None:
             for k in range(kids.size()):
                 walk(kids.apply(k), flat, out)
 
-    for k in range(jlist.size()):
+    for k, jexpr in enumerate(jexprs):
         out: list = []
-        walk(jlist.apply(k), exprs[k], out)
+        walk(jexpr, exprs[k], out)
         modes.append(out)
     conf = df.sparkSession.conf
     return json.dumps({
@@ -223,7 +230,7 @@ def job_group(spark, group: str, desc: str, tags=()):
     sc = spark.sparkContext
     prev = [sc.getLocalProperty(k) for k in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")]
     sc.setJobGroup(group, desc, interruptOnCancel=False)
-    present = set(sc.getJobTags())
+    present = _tag_set(sc._jsc.getJobTags())
     added = [t for t in tags if t not in present]
     for t in added:
         sc.addJobTag(t)
@@ -235,6 +242,32 @@ def job_group(spark, group: str, desc: str, tags=()):
                 sc.removeJobTag(t)
         for k, v in zip(("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"), prev):
             sc.setLocalProperty(k, v)
+
+
+def _tag_set(jset) -> set[str]:
+    """A Java set of job tags in one py4j round trip: iterating the proxy
+    costs two per element (a classic session's thread carries a dozen tags:
+    ~25 round trips per operation). Its ``toString`` is ``[a, b]`` and Spark
+    forbids commas in tags."""
+    inner = str(jset.toString())[1:-1]
+    return set(inner.split(", ")) if inner else set()
+
+
+def session_confs(spark) -> dict[str, str]:
+    """Every conf the session holds. Classic sessions: one JSON document
+    from the JVM (pyspark's ``conf.getAll`` turns the Java map into a dict
+    one py4j round trip per key and value: ~130 of them); Connect sessions
+    and any failure: ``conf.getAll``."""
+    import json
+
+    if not is_connect(spark):
+        try:
+            jconf = spark._jsparkSession.conf()
+            mapper = spark.sparkContext._jvm.com.fasterxml.jackson.databind.ObjectMapper()
+            return {str(k): str(v) for k, v in json.loads(mapper.writeValueAsString(jconf.getAllAsJava())).items()}
+        except Exception:
+            pass
+    return dict(spark.conf.getAll)
 
 
 def cancel_tag(spark, tag: str) -> None:

@@ -33,9 +33,11 @@ def storage_options(spark, explicit: dict | None = None) -> dict[str, str]:
     """The storage options of a table: the session's
     ``spark.lance_ops.storage.<key>`` confs, overridden by the ``explicit``
     ones (``storage_options=``)."""
+    from .jvm import session_confs
+
     out: dict[str, str] = {}
     try:
-        conf = spark.conf.getAll
+        conf = session_confs(spark)
     except Exception:  # older sessions: no getAll
         conf = {}
     for k, v in conf.items():

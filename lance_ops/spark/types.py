@@ -148,6 +148,23 @@ def to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
+def scanned_spark_batch(batch: pa.RecordBatch, target: pa.Schema, fragment_id: int) -> pa.RecordBatch:
+    """:func:`to_spark_batch` of a batch ``scan_fragment`` read from fragment
+    ``fragment_id``: its ``_rowaddr`` (uint64) is reinterpreted as Spark's
+    long, not cast -- the same bits for a fragment id below 2^31 (addresses
+    below 2^63), and the checked cast of millions of addresses is ~10% of an
+    Arrow task's work."""
+    from ..format.scan import ROW_ADDR
+
+    batch = batch.select(target.names)
+    if ROW_ADDR in target.names and fragment_id < 2**31:
+        i = target.names.index(ROW_ADDR)
+        col = batch.column(i)
+        if pa.types.is_uint64(col.type) and pa.types.is_int64(target.field(i).type):
+            batch = batch.set_column(i, target.field(i), col.view(pa.int64()))
+    return to_spark_batch(batch, target)
+
+
 def _convert(col: pa.Array, to: pa.DataType) -> pa.Array:
     t = col.type
     if pa.types.is_dictionary(t):

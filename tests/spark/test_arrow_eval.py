@@ -570,6 +570,44 @@ def test_differential_values(spark, edge_table, ansi):
         assert raising >= 3, raising
 
 
+#: Operators with a literal operand: the evaluator computes them against a
+#: numpy scalar (``vector._arith_scalar`` / ``_cmp_scalar``), after folding
+#: the analyzer's casts of the literal; divisors 0, -1 and NULL take the
+#: general path. Negative operands, MIN % -1, % 0, NaN / inf cells, -0.0, nulls
+#: (a NaN literal is a string cast: outside the subset).
+SCALAR_CASES = [
+    "i64 % 100", "i64 % 7", "i64 % -7", "i32 % -3", "i32 % 2147483647", "i8 % 3", "i64 % -1", "i32 % -1",
+    "i64 % 0", "i32 % 0", "i64 % NULL", "i64 % i32", "CAST(i64 AS INT) % -1", "-9223372036854775808L % -1L",
+    "(-2147483648) % -1", "-7 % i32", "f64 % 2.5D", "f64 % -2.5D", "f64 % 0.0D", "f64 % -0.0D",
+    "f64 % (1e308D * 10)", "f32 % CAST(1.5D AS FLOAT)", "f64 / 2.0D", "f64 / -0.0D", "f64 / 0.0D",
+    "f64 / (1e308D * 10)", "i64 div 3", "i64 div -3", "i64 div -1", "i64 div 0", "i64 + 1", "i64 - 1",
+    "i64 * 2", "i64 * -1", "i32 * -1", "i32 + 2147483647", "i8 + 1", "i32 - (-2147483648)", "f64 * 2",
+    "f32 + CAST(1.5D AS FLOAT)", "i64 % 100 = 42", "42 = i64 % 100", "i64 % 100 <=> 42", "i64 % 7 < -3",
+    "i64 >= 42", "42 > i64", "i32 <= -2147483648", "i8 <> -128", "f64 > 1.5D", "1.5D < f64", "f64 >= -0.0D",
+    "f64 = 0.0D", "f64 <= 1e308D", "f64 < 1e308D * 10", "f64 > -1e308D * 10",
+    "f32 > CAST(1.5D AS FLOAT)", "i64 % 100 = 2 + 40",
+    "CASE WHEN i32 > 0 THEN i64 % 0 ELSE 1L END", "coalesce(i64 % 3, 5L) >= 0",
+]
+
+
+@pytest.mark.parametrize("ansi", [False, True])
+def test_scalar_operands_match_spark(spark, edge_table, ansi):
+    from lance_ops.arrow_eval.catalyst import X
+    from lance_ops.arrow_eval.vector import _Eval, fold
+
+    cases = iter(SCALAR_CASES)
+    same, raising, total = run_value_differential(spark, edge_table, seed=0, cases=len(SCALAR_CASES), ansi=ansi,
+                                                  gen=lambda rnd: next(cases))
+    assert same + raising == total, (same, raising, total)  # every case is in the subset
+    if ansi:
+        assert raising >= 6, raising  # % 0, div 0, div -1, MIN % ... overflow: Spark's error classes
+    # the fast paths are the ones compared above: a folded literal divisor
+    mod = X("arith", "long", (X("attr", "long", value="i64"), X("cast", "long", (X("lit", "integer", value=100),))), "%")
+    folded = fold(mod)
+    assert folded.args[1] == X("lit", "long", value=100)
+    assert _Eval(gen_table()).__getattribute__("_arith_scalar")(folded) is not None
+
+
 def gen_datetime_value(rnd: random.Random) -> str:
     r = rnd.random()
     if r < 0.4:
@@ -852,3 +890,44 @@ def test_backfill_both_paths_and_pylance(spark, tmp_path):
     lance.dataset(ref).update({"s": "upper(s)"}, where="s LIKE '%-0%'")
     got = lance.dataset(a_path).to_table(columns=["s"], with_row_id=True).sort_by("_rowid")
     assert got == lance.dataset(ref).to_table(columns=["s"], with_row_id=True).sort_by("_rowid")
+
+
+def test_balanced_groups_one_wave():
+    """Arrow tasks: contiguous groups of about equal rows, at most one per
+    slot, never empty, every item once in order."""
+    from lance_ops.spark.arrowtasks import balanced_groups
+
+    items = list(range(40))
+    assert [len(g) for g in balanced_groups(items, [250_000] * 40, 2)] == [20, 20]
+    rows = [5, 1, 1, 1, 1, 1, 9, 1, 30, 2]
+    for n in (1, 2, 3, 4, 7, 10, 12):
+        groups = balanced_groups(list(range(len(rows))), rows, n)
+        assert [i for g in groups for i in g] == list(range(len(rows)))
+        assert 0 < len(groups) <= n and all(groups)
+    # a group closes once the running total reaches its share (52 rows in 3)
+    sums = [sum(rows[i] for i in g) for g in balanced_groups(list(range(len(rows))), rows, 3)]
+    assert sums == [19, 31, 2], sums
+    assert balanced_groups(["a"], [0], 2) == [["a"]]
+
+
+def test_delete_condition_analyzed_from_its_filter(spark, edge_table):
+    """delete analyzes its condition once, as ``where(condition)`` (the
+    check that raises Spark's error for bad SQL): that Filter's condition
+    decodes to the very tree the projection of it does, and the delete takes
+    the analyzed-plan path (not the pushed-filter one) from it."""
+    from lance_ops.arrow_eval.catalyst import try_decode
+    from lance_ops.ops.dml import analysis_frame
+    from lance_ops.spark.arrowtasks import arrow_values, inline_with
+    from lance_ops.spark.jvm import analyzed_json
+
+    snap = Table(edge_table[0]).snapshot
+    frame = analysis_frame(spark, snap)
+    decoded = 0
+    for cond in DELETES:
+        filtered = frame.where(F.expr(cond))
+        from_filter = try_decode(inline_with(analyzed_json(filtered)))
+        from_select = try_decode(inline_with(analyzed_json(frame.select(F.expr(cond)))))
+        assert from_filter == from_select, cond
+        assert (arrow_values(spark, snap, filtered, True, []) is not None) == (from_select is not None), cond
+        decoded += from_select is not None
+    assert decoded >= len(DELETES) - 1, decoded  # (double('NaN') is a string cast: pushed-filter path)
