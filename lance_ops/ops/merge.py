@@ -31,6 +31,8 @@ from ..spark.frames import (
     as_column,
     describe,
     empty_frame,
+    record_inspection,
+    recording_inspection,
     referenced_alias_columns,
     scan_frame,
     table_spark_schema,
@@ -209,8 +211,11 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
         raise InvalidArgumentError("merge needs a condition, e.g. 't.id = s.id'")
     check_clause_order(clauses)
     new_fields = _new_columns(snapshot, source, clauses, schema_evolution)
-    analyzed = {snapshot.version: MergePlan(spark, _evolved(snapshot, new_fields)[0], source, condition, clauses,
-                                            disk=snapshot, checks=specs_for(snapshot)).analyze()}
+    with recording_inspection() as seen:
+        analyzed = {snapshot.version: MergePlan(spark, _evolved(snapshot, new_fields)[0], source, condition, clauses,
+                                                disk=snapshot, checks=specs_for(snapshot)).analyze()}
+    #: how that analysis read the plan: reported again when prepare reuses it
+    analyzed_how = set(seen)
     params = {"condition": describe(condition), "clauses": " | ".join(c.describe() for c in clauses)}
     if new_fields:
         params["addedColumns"] = ", ".join(f.name for f in new_fields)
@@ -222,7 +227,11 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
         plan = MergePlan(spark, snap, source, condition, clauses, disk=disk, checks=specs)
         try:
             # (the columns read: analyzed above when the version is the same)
-            requests, key, source_rows = plan.requests(broadcast_limit=limit, narrow=analyzed.get(disk.version))
+            narrow = analyzed.get(disk.version)
+            if narrow is not None:
+                for how in analyzed_how:
+                    record_inspection(how)
+            requests, key, source_rows = plan.requests(broadcast_limit=limit, narrow=narrow)
             matched = [c for c in clauses if c.kind == MATCHED]
             only_unconditional_delete = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
             ctx = change_context(spark, snap, assigned=plan.assigned_any, allow_duplicate_matches=only_unconditional_delete,

@@ -131,6 +131,11 @@ def _record(how: str) -> None:
         seen.add(how)
 
 
+#: Public name for operations that reuse an earlier inspection's answer (a
+#: merge analyzed when built) and must report how it was decided again.
+record_inspection = _record
+
+
 @contextlib.contextmanager
 def recording_inspection():
     """Collect how the plan inspections inside the block were decided; yields
