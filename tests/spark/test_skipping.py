@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
+from benchmarks.harness import StageCounter
 from lance_ops import LanceTable
 from lance_ops.spark.datasource import read_skip_report
 
@@ -259,36 +260,6 @@ def test_merge_prunes_target_by_source_key_range(spark, indexed, tmp_path):
     assert "targetKeyRange" not in t.table.history(1)[0]["operationParameters"]
 
 
-class _Stages:
-    """The stages an operation ran, from its progress lines (classic and
-    Connect alike): ``stage N done, k/k tasks``."""
-
-    def __init__(self):
-        import logging
-        import re
-
-        self.done: dict[int, int] = {}
-        pattern, done = re.compile(r"stage (\d+) done, \d+/(\d+) tasks"), self.done
-
-        class Handler(logging.Handler):
-            def emit(self, record):
-                m = pattern.search(record.getMessage())
-                if m:
-                    done[int(m.group(1))] = int(m.group(2))
-
-        self.handler, self.logger = Handler(), logging.getLogger("lance_ops.progress")
-
-    def __enter__(self):
-        self.level = self.logger.level
-        self.logger.setLevel(20)
-        self.logger.addHandler(self.handler)
-        return self
-
-    def __exit__(self, *exc):
-        self.logger.removeHandler(self.handler)
-        self.logger.setLevel(self.level)
-
-
 def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     """A selective upsert from a file source costs a fixed number of Spark
     stages, whatever the table: one for the source's key statistics (count,
@@ -309,7 +280,7 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     pq.write_table(src, str(tmp_path / "src.parquet"))
     source = spark.read.parquet(str(tmp_path / "src.parquet"))
     _ = source.schema
-    with _Stages() as stages:
+    with StageCounter() as stages:
         info = t.merge(source, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
     r = lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(src)
     assert _table_rows(ours) == _table_rows(ref)
@@ -317,7 +288,7 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     assert (m["numUpdatedRows"], m["numInsertedRows"]) == (r["num_updated_rows"], r["num_inserted_rows"])
     assert m["numUpdatedRows"] > 100 and m["numInsertedRows"] >= 40
     assert (m["numFragmentsScanned"], m["numFragmentsSkipped"]) == (1, 2)
-    assert len(stages.done) == 4, stages.done  # (was 10: two checkpoints, four more small jobs)
+    assert len(stages.stages) == 4, stages.stages  # (was 10: two checkpoints, four more small jobs)
 
     # many keys (> MAX_KEY_SET): the bloom filter comes from the same single statistics stage
     import lance_ops.ops.mergekeys as mergekeys
@@ -325,23 +296,23 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     monkeypatch.setattr(mergekeys, "KEY_FILTER_MIN_RATIO", 1)
     big = _upserts(list(range(0, 2 * 4200, 2)))
     pq.write_table(big, str(tmp_path / "big.parquet"))
-    with _Stages() as stages:
+    with StageCounter() as stages:
         t.merge(spark.read.parquet(str(tmp_path / "big.parquet")), "t.id = s.id").whenMatchedUpdateAll() \
             .whenNotMatchedInsertAll().execute()
     lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(big)
     assert _table_rows(ours) == _table_rows(ref)
     assert "bloom filter of ~4,200 source keys" in t.table.history(1)[0]["operationParameters"]["targetKeyRange"]
-    assert len(stages.done) == 4, stages.done
+    assert len(stages.stages) == 4, stages.stages
 
     # a nondeterministic source (same values, but Spark cannot know): checkpointed
     # once, so the statistics, the broadcast and the inserts see the same rows
     small = _upserts([17001, N + 500])
     nondet = spark.createDataFrame(small).withColumn("f", F.when(F.rand() >= 0, F.col("f")))
-    with _Stages() as stages:
+    with StageCounter() as stages:
         t.merge(nondet, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
     lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(small)
     assert _table_rows(ours) == _table_rows(ref)
-    assert len(stages.done) == 5, stages.done
+    assert len(stages.stages) == 5, stages.stages
 
 
 def test_compaction_rebuilds_zone_maps(spark, indexed, tmp_path):
