@@ -288,7 +288,7 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     assert (m["numUpdatedRows"], m["numInsertedRows"]) == (r["num_updated_rows"], r["num_inserted_rows"])
     assert m["numUpdatedRows"] > 100 and m["numInsertedRows"] >= 40
     assert (m["numFragmentsScanned"], m["numFragmentsSkipped"]) == (1, 2)
-    assert len(stages.stages) == 4, stages.stages  # (was 10: two checkpoints, four more small jobs)
+    _assert_stages(spark, stages, 4)  # (was 10: two checkpoints, four more small jobs)
 
     # many keys (> MAX_KEY_SET): the bloom filter comes from the same single statistics stage
     import lance_ops.ops.mergekeys as mergekeys
@@ -302,7 +302,7 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(big)
     assert _table_rows(ours) == _table_rows(ref)
     assert "bloom filter of ~4,200 source keys" in t.table.history(1)[0]["operationParameters"]["targetKeyRange"]
-    assert len(stages.stages) == 4, stages.stages
+    _assert_stages(spark, stages, 4)
 
     # a nondeterministic source (same values, but Spark cannot know): checkpointed
     # once, so the statistics, the broadcast and the inserts see the same rows
@@ -312,7 +312,19 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
         t.merge(nondet, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
     lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(small)
     assert _table_rows(ours) == _table_rows(ref)
-    assert len(stages.stages) == 5, stages.stages
+    _assert_stages(spark, stages, 5)
+
+
+def _assert_stages(spark, stages: StageCounter, n: int) -> None:
+    """``n`` stages ran. Under Spark Connect the progress lines come from the
+    server's progress reports, sent on its own schedule: a stage that starts
+    and ends between two reports is not seen, so there only "at most n"."""
+    from lance_ops.spark import jvm
+
+    if jvm.is_connect(spark):
+        assert 1 <= len(stages.stages) <= n, stages.stages
+    else:
+        assert len(stages.stages) == n, stages.stages
 
 
 def test_compaction_rebuilds_zone_maps(spark, indexed, tmp_path):
