@@ -180,8 +180,7 @@ class _ExpressionColumns:
                 ctx.transform = arrow_column_transform(av, target)
                 task = function_column_files(ctx, arrow_in.names, av.columns, av.metadata, arrow_in,
                                              snap.stable_row_ids)
-                groups = one_wave(spark, [f.SerializeToString() for f in snap.fragments],
-                                  _physical_rows(snap))
+                groups = _fragment_wave(spark, snap.fragments)
                 results = parse_results(run_pair_tasks(spark, groups, task))
                 self.evaluation = "arrow"
                 return results
@@ -429,17 +428,17 @@ def _arrow_rewrite(spark, snap: Snapshot, ctx: ColumnFileContext, arrow, assigne
     target = spark_arrow_schema(spark_schema(snap.schema, assigned, ()))
     ctx.transform = arrow_rewrite_transform(arrow, target, CHANGED)
     kept = [f for f in snap.fragments if arrow.ranges.get(f.id) and f.physical_rows]  # (whole fragments only)
-    groups = one_wave(spark, [f.SerializeToString() for f in kept], _physical_rows(snap))
+    groups = _fragment_wave(spark, kept)
     with journaled(ctx.store) as token:
         ctx.journal = token
         task = function_column_files(ctx, arrow_in.names, data, arrow.metadata, arrow_in, snap.stable_row_ids)
         return parse_results(run_pair_tasks(spark, groups, task)), [f.id for f in kept]
 
 
-def _physical_rows(snap: Snapshot):
-    """Rows of a serialized fragment of ``snap`` (for :func:`one_wave`)."""
-    rows = {f.SerializeToString(): f.physical_rows for f in snap.fragments}
-    return rows.__getitem__
+def _fragment_wave(spark, fragments) -> list[list[bytes]]:
+    """Serialized ``fragments`` in one wave of Arrow tasks, balanced by
+    physical rows (:func:`one_wave`)."""
+    return one_wave(spark, [f.SerializeToString() for f in fragments], [f.physical_rows for f in fragments])
 
 
 def _rewrite_scan_metrics(snap: Snapshot, scanned: dict | None, frag_ids) -> dict:

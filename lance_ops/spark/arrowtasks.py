@@ -120,14 +120,13 @@ def arrow_condition(spark, snap, condition, columns: list[str], metadata: list[s
 ARROW_TASK_ROWS = 16 * 1024 * 1024
 
 
-def one_wave(spark, items, rows_of) -> list[list]:
-    """``items`` (in order) in contiguous groups of about equal rows, one
-    per task slot (more when a group would exceed :data:`ARROW_TASK_ROWS`):
-    the inputs of Arrow tasks."""
+def one_wave(spark, items, rows: list[int]) -> list[list]:
+    """``items`` (in order; ``rows[i]`` rows each) in contiguous groups of
+    about equal rows, one per task slot (more when a group would exceed
+    :data:`ARROW_TASK_ROWS`): the inputs of Arrow tasks."""
     from .frames import total_cores
 
     items = list(items)
-    rows = [rows_of(i) for i in items]
     total = sum(rows)
     return balanced_groups(items, rows, max(total_cores(spark), -(-total // ARROW_TASK_ROWS)))
 
@@ -159,7 +158,7 @@ def fragment_tasks(spark, snap, cond) -> list[list[tuple[bytes, list]]]:
     out)."""
     kept = [(f.SerializeToString(), cond.ranges[f.id]) for f in snap.fragments
             if cond.ranges.get(f.id) and f.physical_rows]
-    return one_wave(spark, kept, lambda item: sum(e - s for s, e in item[1]))
+    return one_wave(spark, kept, [sum(e - s for s, e in item[1]) for item in kept])
 
 
 def arrow_delete_task(ctx: ChangeContext, cond: ArrowCondition):
