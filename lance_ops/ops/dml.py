@@ -19,6 +19,7 @@ from ..spark.rowchanges import (
     aligned_changes,
     changed_rows_schema,
     fragment_changes,
+    merge_inserts,
     write_changes,
 )
 from ..txn.log import Snapshot
@@ -56,6 +57,30 @@ def run_aligned_changes(spark, requests: DataFrame, ctx: ChangeContext) -> Chang
         ctx.journal = token
         rows = requests.mapInArrow(aligned_changes(ctx), RESULT_SCHEMA).collect()
     return ChangeSet.from_rows([(r[0], bytes(r[1])) for r in rows])
+
+
+def run_merge_aligned(spark, target: DataFrame, candidates: DataFrame | None, ctx: ChangeContext,
+                      source_rows: int) -> ChangeSet | None:
+    """A merge without a shuffle (broadcast strategy, the target scanned with
+    ``split_fragments=False``): each scan task changes the fragments it read
+    (:func:`~lance_ops.spark.rowchanges.aligned_changes`) and reports the
+    source rows it saw matched; then, only if fewer source rows were matched
+    than the source has, one job over the insert ``candidates`` writes those
+    no task matched (:func:`~lance_ops.spark.rowchanges.merge_inserts`). Both
+    jobs share one write journal: a constraint failing in the second removes
+    the first's files too. None when the target's plan does not keep its scan
+    partitions (the caller then shuffles by fragment)."""
+    if not keeps_scan_partitions(target):
+        return None
+    with journaled(ctx.store, bool(ctx.checks)) as token, executor_errors():
+        ctx.journal = token
+        rows = [(r[0], bytes(r[1])) for r in target.mapInArrow(aligned_changes(ctx, matched_ids=True), RESULT_SCHEMA).collect()]
+        changes = ChangeSet.from_rows(rows)
+        matched = changes.matched_source_ids()
+        if candidates is not None and len(matched) < source_rows:
+            inserted = candidates.mapInArrow(merge_inserts(ctx, matched.tobytes()), RESULT_SCHEMA).collect()
+            changes = ChangeSet.from_rows(rows + [(r[0], bytes(r[1])) for r in inserted])
+    return changes
 
 
 def run_grouped_changes(spark, requests: DataFrame, ctx: ChangeContext, key) -> ChangeSet:

@@ -19,6 +19,7 @@ pylance's merge_insert does.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -45,7 +46,7 @@ from ..txn.operations import REWRITE_ROWS, Merge, Update
 from ..txn.pipeline import StagedCommit
 from .columns import schema_with_new_fields
 from .common import guarded
-from .dml import change_context, run_grouped_changes
+from .dml import change_context, run_grouped_changes, run_merge_aligned
 from .mergekeys import SourceBounds, equi_keys
 
 
@@ -231,12 +232,19 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
             if narrow is not None:
                 for how in analyzed_how:
                     record_inspection(how)
-            requests, key, source_rows = plan.requests(broadcast_limit=limit, narrow=narrow)
+            work = plan.requests(broadcast_limit=limit, narrow=narrow)
             matched = [c for c in clauses if c.kind == MATCHED]
             only_unconditional_delete = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
             ctx = change_context(spark, snap, assigned=plan.assigned_any, allow_duplicate_matches=only_unconditional_delete,
                                  checks=specs)
-            changes = run_grouped_changes(spark, requests, ctx, key)
+            source_rows = work.source_rows
+            changes = None
+            if work.aligned is not None:
+                changes = run_merge_aligned(spark, work.aligned, work.candidates, ctx, source_rows)
+            if changes is None:
+                plan.strategy = work.fallback_strategy
+                requests, key = work.grouped()
+                changes = run_grouped_changes(spark, requests, ctx, key)
             scanned = plan.scan_metrics()
         finally:
             plan.release()
@@ -279,16 +287,36 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
 SCOPED = "__lance_scoped_"
 
 
+@dataclass
+class MergeWork:
+    """How one merge runs. ``aligned`` (broadcast strategy): target-side
+    requests changed in the scan's own tasks, then the insert
+    ``candidates`` -- :func:`lance_ops.ops.dml.run_merge_aligned`;
+    ``grouped()`` builds (requests, group key) for the shuffle by fragment
+    (:func:`lance_ops.ops.dml.run_grouped_changes`): the shuffle strategy,
+    or the fallback when the target's plan does not keep scan partitions."""
+
+    source_rows: int
+    grouped: Callable[[], tuple]
+    aligned: DataFrame | None = None
+    candidates: DataFrame | None = None
+    #: The strategy reported when the aligned path falls back.
+    fallback_strategy: str = "shuffle"
+
+
 class MergePlan:
     """Turns the merge into change requests for one snapshot.
 
     Two strategies, same result:
 
-    * ``broadcast`` (source up to ``broadcastSourceRows`` rows): the source is
-      materialized once (so its rows keep their identity), the target streams
-      through a broadcast hash join -- no shuffle of the target -- and
-      unmatched source rows (inserts) come from an anti-join against the small
-      set of matched source rows;
+    * ``broadcast`` (source up to ``broadcastSourceRows`` rows): the target
+      streams through a broadcast hash join with the source, whole fragments
+      per scan task, and each task changes the fragments it read -- no
+      shuffle; the tasks report which source rows they matched and, when some
+      were not, one more job inserts the rest (a source row's id is the same
+      in every job: the source is replayable or materialized once). Should
+      Spark plan a shuffle into the target side after all, the requests and
+      the markers of matched source rows are shuffled by fragment instead;
     * ``shuffle``: one join of the right type (inner / left / full outer) with
       both sides shuffled.
     """
@@ -356,8 +384,8 @@ class MergePlan:
         return [c for c in self.table_cols if c in referenced or c in self.need_old or c in self.checked]
 
     # -------------------------------------------------------------- requests
-    def requests(self, broadcast_limit: int, narrow: list[str] | None = None):
-        """(change requests, group key, number of source rows); ``narrow``:
+    def requests(self, broadcast_limit: int, narrow: list[str] | None = None) -> "MergeWork":
+        """How to run the merge (:class:`MergeWork`); ``narrow``:
         :meth:`analyze`'s answer when already known."""
         narrow = self.analyze() if narrow is None else narrow
         key = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.spark_partition_id()).otherwise(
@@ -367,18 +395,26 @@ class MergePlan:
         src = self._source()
         bounds = self._source_bounds(src)
         source_rows = bounds.rows
-        target = self._target(narrow, bounds)
-        if broadcast_limit > 0 and source_rows <= broadcast_limit:
+        broadcast = broadcast_limit > 0 and source_rows <= broadcast_limit
+        target = self._target(narrow, bounds, whole_fragments=broadcast)
+        if broadcast:
             self.strategy = "broadcast"
-            requests, by_source = self._broadcast_requests(target, self._scoped(src, NOT_MATCHED, "s"), cond)
-            if by_source:
-                # inserts and the markers of matched source rows meet in the
-                # group of their source row
-                groups = max(1, 2 * total_cores(self.spark))
-                key = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.pmod(F.col(SOURCE_ID), F.lit(groups))).otherwise(
-                    F.shiftright(F.col(ROW_ADDR), 32)
-                )
-            return requests, key, source_rows
+            scoped = self._scoped(src, NOT_MATCHED, "s")
+            aligned, candidates = self._aligned_requests(target, scoped, cond)
+
+            def grouped():
+                requests, by_source = self._broadcast_requests(target, scoped, cond)
+                k = key
+                if by_source:
+                    # inserts and the markers of matched source rows meet in the
+                    # group of their source row
+                    groups = max(1, 2 * total_cores(self.spark))
+                    k = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.pmod(F.col(SOURCE_ID), F.lit(groups))).otherwise(
+                        F.shiftright(F.col(ROW_ADDR), 32)
+                    )
+                return requests, k
+
+            return MergeWork(source_rows, grouped, aligned, candidates, fallback_strategy="broadcast")
         src = self._scoped(src, NOT_MATCHED, "s").withColumn(S_PRESENT, F.lit(True))
         t, s = target.alias("t"), src.alias("s")
         if NOT_MATCHED_BY_SOURCE in self.kinds and NOT_MATCHED in self.kinds:
@@ -391,7 +427,8 @@ class MergePlan:
             joined = t.join(s, cond, "inner")
         t_in, s_in = F.col(f"t.{T_PRESENT}").isNotNull(), F.col(f"s.{S_PRESENT}").isNotNull()
         presence = {MATCHED: t_in & s_in, NOT_MATCHED: s_in & ~t_in, NOT_MATCHED_BY_SOURCE: t_in & ~s_in}
-        return self._select(joined, presence, F.col(f"t.{ROW_ADDR}")), key, source_rows
+        requests = self._select(joined, presence, F.col(f"t.{ROW_ADDR}"))
+        return MergeWork(source_rows, lambda: (requests, key))
 
     def _source_bounds(self, src: DataFrame) -> SourceBounds:
         """The source's row count and, when the target may be pruned, the
@@ -404,13 +441,16 @@ class MergePlan:
         use_filter = str(self.spark.conf.get("spark.lance_ops.merge.keyFilter.enabled", "true")).lower() == "true"
         return SourceBounds(src, keys, self.types, key_filter=use_filter, target_rows=self.disk.num_rows())
 
-    def _target(self, narrow: list[str], bounds: SourceBounds) -> DataFrame:
+    def _target(self, narrow: list[str], bounds: SourceBounds, whole_fragments: bool = False) -> DataFrame:
         """The target rows the merge reads: columns ``narrow`` (+ row
         address), restricted to the source's key range when there is one
-        (pushed to the scan: data skipping drops the zones outside it)."""
+        (pushed to the scan: data skipping drops the zones outside it).
+        ``whole_fragments``: each fragment read by one task, in order (the
+        aligned path changes fragments in the tasks that read them)."""
         on_disk = set(self.disk.schema.names)
         target = scan_frame(self.spark, self.disk, [c for c in narrow if c in on_disk], [ROW_ADDR],
-                            skip_report=self.report.path, key_filter=bounds.key_filter)
+                            split_fragments=not whole_fragments, skip_report=self.report.path,
+                            key_filter=bounds.key_filter)
         if bounds.keys:
             self.pruned_by = bounds.describe()
             if bounds.matches_nothing:
@@ -477,6 +517,26 @@ class MergePlan:
         self.source_materialized = True
         return src
 
+    def _aligned_requests(self, target: DataFrame, src: DataFrame, cond) -> tuple[DataFrame, DataFrame | None]:
+        """(target-side requests, insert candidates) of the aligned path
+        (:func:`lance_ops.ops.dml.run_merge_aligned`): the target streams
+        through a broadcast hash join with the source -- no shuffle, so each
+        scan task holds whole fragments and changes them itself. Every matched
+        pair is kept (a null action where no clause applies) with its source
+        row id, so the tasks can tell which source rows were matched; the
+        candidates are the source rows an insert clause applies to (None
+        without NOT MATCHED clauses)."""
+        s = F.broadcast(src.withColumn(S_PRESENT, F.lit(True)).alias("s"))
+        how = "left_outer" if NOT_MATCHED_BY_SOURCE in self.kinds else "inner"
+        joined = target.alias("t").join(s, cond, how)
+        s_in = F.col(f"s.{S_PRESENT}").isNotNull()
+        presence = {MATCHED: s_in, NOT_MATCHED_BY_SOURCE: ~s_in}
+        requests = self._select(joined, presence, F.col(f"t.{ROW_ADDR}"), keep_matched=True)
+        if NOT_MATCHED not in self.kinds:
+            return requests, None
+        return requests, self._select(src.alias("s"), {NOT_MATCHED: F.lit(True)}, F.lit(None).cast("long"),
+                                      source_id=True)
+
     def _broadcast_requests(self, target: DataFrame, src: DataFrame, cond) -> tuple[DataFrame, bool]:
         """(requests, whether inserts are keyed by source row id).
 
@@ -500,13 +560,14 @@ class MergePlan:
         return target_side.unionByName(candidates), True
 
     def _select(self, joined: DataFrame, presence: dict, rowaddr, markers: bool = False,
-                source_id: bool = False) -> DataFrame:
+                source_id: bool = False, keep_matched: bool = False) -> DataFrame:
         """Evaluate the clauses whose kind ``presence`` covers: which clause
         applies (first in order), the action and every column's new value.
         ``markers``: each matched row also yields a marker row (action
         :data:`MATCH_MARK`, no row address) -- one ``inline`` generator in
-        the same projection, so no extra pass; ``source_id`` (implied by
-        ``markers``) keeps the source row id."""
+        the same projection, so no extra pass; ``keep_matched``: a matched
+        pair no clause applies to is kept, with a null action; ``source_id``
+        (implied by both) keeps the source row id."""
         which = None
         for i, c in enumerate(self.clauses):
             if c.kind not in presence:
@@ -516,7 +577,7 @@ class MergePlan:
             which = F.when(applies, F.lit(i)) if which is None else which.when(applies, F.lit(i))
         which = F.lit(None).cast("int") if which is None else which
         joined = joined.withColumn(CLAUSE, which)
-        if markers:
+        if markers or keep_matched:
             joined = joined.where(F.col(CLAUSE).isNotNull() | presence[MATCHED])
         else:
             joined = joined.where(F.col(CLAUSE).isNotNull())
@@ -545,7 +606,7 @@ class MergePlan:
                 hit = F.col(CLAUSE) == i
                 expr = F.when(hit, value) if expr is None else expr.when(hit, value)
             columns.append((expr if expr is not None else F.lit(None).cast(self.types[col])).alias(col))
-        extra = [F.col(f"s.{SOURCE_ID}").alias(SOURCE_ID)] if markers or source_id else []
+        extra = [F.col(f"s.{SOURCE_ID}").alias(SOURCE_ID)] if markers or source_id or keep_matched else []
         if markers:
             request = F.struct(rowaddr.cast("long").alias(ROW_ADDR), action.alias(ACTION))
             mark = F.struct(F.lit(None).cast("long").alias(ROW_ADDR), F.lit(MATCH_MARK).alias(ACTION))

@@ -21,6 +21,12 @@ plus, for merge, *insert* rows. Then, in one Spark job:
    fragments that carry the moved rows' ids and created-at versions, fresh
    inserts into fragments of their own, and passes the markers through.
 
+When the requests come straight from a scan that reads whole fragments in
+order (delete, update, and a merge whose source is broadcast),
+:func:`aligned_changes` does both steps in the scan's own tasks -- no
+shuffle; a merge's tasks also report the source rows they matched, and
+:func:`merge_inserts` then writes the source rows nobody matched.
+
 The driver collects only metadata -- markers and new fragments -- and builds
 one Delete or Update transaction (:class:`ChangeSet`).
 """
@@ -61,6 +67,9 @@ PAYLOAD = "_payload"
 CARRIED_ID = "_carried_rowid"
 CARRIED_CREATED = "_carried_created"
 MOVED, INSERT, MARKER, FRAGMENT = "moved", "insert", "marker", "fragment"
+#: Result kind of a merge's aligned target task: the ids of the source rows
+#: some target row matched (sorted unique int64, raw bytes).
+MATCHED_IDS = "matched"
 
 RESULT_SCHEMA = T.StructType([T.StructField("kind", T.StringType(), False), T.StructField("payload", T.BinaryType(), False)])
 
@@ -194,11 +203,17 @@ def fragment_changes(ctx: ChangeContext):
     return run
 
 
-def aligned_changes(ctx: ChangeContext):
+def aligned_changes(ctx: ChangeContext, matched_ids: bool = False):
     """``mapInArrow`` function over requests straight from a scan whose tasks
     read whole fragments in order (``split_fragments=False``): handles each
     fragment as soon as its requests are complete and writes the rewritten rows
-    in the same task -- no shuffle. Emits (kind, payload) metadata rows."""
+    in the same task -- no shuffle. Emits (kind, payload) metadata rows.
+
+    ``matched_ids`` (merge): the rows also carry :data:`SOURCE_ID` (null for a
+    target row no source row matched) and a matched pair no clause applies to
+    comes with a null action; the task reports the source ids it saw matched
+    (one :data:`MATCHED_IDS` row) -- the inserts are the source rows no task
+    saw -- and changes only the rows with an action."""
     schemas = _Schemas(ctx)
 
     @executor_task
@@ -206,6 +221,7 @@ def aligned_changes(ctx: ChangeContext):
         writer = _ChangeWriter(ctx)
         done: set[int] = set()
         current, pending = None, []
+        seen: list[np.ndarray] = []
 
         def flush():
             if current is not None and pending:
@@ -213,6 +229,9 @@ def aligned_changes(ctx: ChangeContext):
 
         try:
             for b in batches:
+                if matched_ids and b.num_rows:
+                    seen.append(_present(b.column(SOURCE_ID)))
+                    b = _with_action(b)
                 if not b.num_rows:
                     continue
                 frags = (b.column(ROW_ADDR).to_numpy().astype(np.uint64) >> np.uint64(32)).astype(np.int64)
@@ -228,6 +247,61 @@ def aligned_changes(ctx: ChangeContext):
                         current, pending = fid, []
                     pending.append(b.slice(lo, hi - lo))
             flush()
+            yield from writer.finish()
+            if matched_ids:
+                ids = np.unique(np.concatenate(seen)) if seen else np.zeros(0, np.int64)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([MATCHED_IDS], pa.string()), pa.array([ids.astype(np.int64).tobytes()], pa.binary())],
+                    names=["kind", "payload"])
+        except BaseException:
+            writer.abort()
+            raise
+
+    return run
+
+
+def _present(col) -> np.ndarray:
+    """The non-null values of an int64 column."""
+    col = _array(col)
+    if col.null_count:
+        col = col.drop_null()
+    return col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _with_action(b: pa.RecordBatch) -> pa.RecordBatch:
+    """``b`` without the rows that carry no action (merge: matched pairs no
+    clause applies to)."""
+    action = b.column(ACTION)
+    return b if not action.null_count else b.filter(action.is_valid())
+
+
+def merge_inserts(ctx: ChangeContext, matched: bytes):
+    """``mapInArrow`` function over a merge's insert candidates (every source
+    row an insert clause applies to, with its :data:`SOURCE_ID`): drops the
+    ones whose id is in ``matched`` (sorted int64 bytes: the source rows some
+    target row matched, from the aligned target tasks), checks constraints and
+    writes the rest into new fragments; emits (kind, payload)."""
+    schemas = _Schemas(ctx)
+
+    @executor_task
+    def run(batches):
+        taken = np.frombuffer(matched, dtype=np.int64)
+        writer = _ChangeWriter(ctx)
+        try:
+            for b in batches:
+                if not b.num_rows:
+                    continue
+                if len(taken):
+                    ids = _array(b.column(SOURCE_ID)).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+                    at = np.minimum(np.searchsorted(taken, ids), len(taken) - 1)
+                    b = b.filter(pa.array(taken[at] != ids))
+                    if not b.num_rows:
+                        continue
+                table = pa.Table.from_batches([b])
+                if ctx.checks:
+                    enforce(table, ctx.checks, row_columns=[f.name for f in ctx.table_spark.fields])
+                for part in _inserts(table, schemas.out).to_batches():
+                    writer.add(part)
             yield from writer.finish()
         except BaseException:
             writer.abort()
@@ -404,6 +478,12 @@ class ChangeSet:
     new_fragments: list[table_pb2.DataFragment] = field(default_factory=list)
     updated_rows: int = 0
     deleted_rows: int = 0
+    #: Merge (aligned path): per target task, the source ids it saw matched.
+    matched_ids: list = field(default_factory=list)
+
+    def matched_source_ids(self) -> np.ndarray:
+        """Sorted unique ids of the source rows some target row matched."""
+        return np.unique(np.concatenate(self.matched_ids)) if self.matched_ids else np.zeros(0, np.int64)
 
     @classmethod
     def from_rows(cls, rows) -> "ChangeSet":
@@ -427,6 +507,8 @@ class ChangeSet:
             elif kind == FRAGMENT:
                 frag = table_pb2.DataFragment.FromString(payload)
                 (moved if frag.HasField("inline_row_ids") else fresh).append(frag)
+            elif kind == MATCHED_IDS:
+                out.matched_ids.append(np.frombuffer(payload, dtype=np.int64))
         # Moved rows first, fresh inserts after (fresh ids are assigned in order).
         out.new_fragments = moved + fresh
         return out

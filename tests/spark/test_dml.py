@@ -185,10 +185,17 @@ def test_update_errors_leave_no_version(spark, pair):
 
 
 # ------------------------------------------------------------------- merge
-@pytest.fixture(params=["broadcast", "shuffle"])
-def merge_strategy(request, spark):
-    """Run a merge test with both join strategies."""
-    spark.conf.set("spark.lance_ops.merge.broadcastSourceRows", "2000000" if request.param == "broadcast" else "0")
+@pytest.fixture(params=["broadcast", "broadcast-grouped", "shuffle"])
+def merge_strategy(request, spark, monkeypatch):
+    """Run a merge test with both join strategies, and the broadcast one also
+    on its fallback path (the target side shuffled by fragment, as when a
+    clause's plan shuffles the scan's rows) instead of changing fragments in
+    the scan's tasks."""
+    spark.conf.set("spark.lance_ops.merge.broadcastSourceRows", "0" if request.param == "shuffle" else "2000000")
+    if request.param == "broadcast-grouped":
+        import lance_ops.ops.merge as merge_module
+
+        monkeypatch.setattr(merge_module, "run_merge_aligned", lambda *a, **k: None)
     yield request.param
     spark.conf.unset("spark.lance_ops.merge.broadcastSourceRows")
 

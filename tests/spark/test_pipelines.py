@@ -190,6 +190,10 @@ def test_constraints_are_enforced_inside_every_write(spark, tmp_path):
     refused(lambda: t.merge(src, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
     refused(lambda: t.merge(spark.createDataFrame([(600, -2.0, 1)], "id long, v double, k int"), "t.id = s.id")
             .whenNotMatchedInsertAll().execute())
+    # the updates pass and are written (by the target's scan tasks), the insert
+    # fails in the job after them: their files are removed too
+    src = spark.createDataFrame([(5, 3.0, 1), (7, 4.0, 1), (700, -2.0, 1)], "id long, v double, k int")
+    refused(lambda: t.merge(src, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
     refused(lambda: t.rewriteColumns({"v": "v - 20"}, "id < 30"))
     refused(lambda: t.backfill({"v": "v - 100"}, where="id = 7"))
     # a constraint on a column a merge does not assign sees the row's old value

@@ -264,11 +264,12 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     """A selective upsert from a file source costs a fixed number of Spark
     stages, whatever the table: one for the source's key statistics (count,
     bounds, key set / bloom filter together), one broadcasting the source,
-    and the change job (the pruned target scan joined with it, the inserts
-    and the markers of matched source rows in one shuffle; then the
-    rewrites). No checkpoint of a file source, none of the matched rows, no
-    separate key-set or bloom-filter job. A source that cannot be replayed
-    (a nondeterministic expression) adds exactly its checkpoint."""
+    one whose tasks scan the pruned target, join it with the source and
+    rewrite the fragments they read (no shuffle), and -- only when some
+    source row matched nothing -- one writing the inserts. No checkpoint of
+    a file source, none of the matched rows, no separate key-set or
+    bloom-filter job. A source that cannot be replayed (a nondeterministic
+    expression) adds exactly its checkpoint."""
     import pyarrow.parquet as pq
 
     path, _, _ = indexed
@@ -289,6 +290,19 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     assert m["numUpdatedRows"] > 100 and m["numInsertedRows"] >= 40
     assert (m["numFragmentsScanned"], m["numFragmentsSkipped"]) == (1, 2)
     _assert_stages(spark, stages, 4)  # (was 10: two checkpoints, four more small jobs)
+
+    # every source row matched: no insert job
+    live = [i for i in range(17001, 17301, 2) if i % 11 != 3]  # (the fixture deleted id % 11 = 3)
+    again = _upserts(live)
+    pq.write_table(again, str(tmp_path / "again.parquet"))
+    with StageCounter() as stages:
+        info = t.merge(spark.read.parquet(str(tmp_path / "again.parquet")), "t.id = s.id").whenMatchedUpdateAll() \
+            .whenNotMatchedInsertAll().execute()
+    r = lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(again)
+    assert _table_rows(ours) == _table_rows(ref)
+    assert (info.metrics["numUpdatedRows"], info.metrics["numInsertedRows"]) == (len(live), 0) == \
+        (r["num_updated_rows"], r["num_inserted_rows"])
+    _assert_stages(spark, stages, 3)
 
     # many keys (> MAX_KEY_SET): the bloom filter comes from the same single statistics stage
     import lance_ops.ops.mergekeys as mergekeys
