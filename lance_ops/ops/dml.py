@@ -60,7 +60,7 @@ def run_aligned_changes(spark, requests: DataFrame, ctx: ChangeContext) -> Chang
 
 
 def run_merge_aligned(spark, target: DataFrame, candidates: DataFrame | None, ctx: ChangeContext,
-                      source_rows: int) -> ChangeSet | None:
+                      source_rows: int, check_plan: bool = True) -> ChangeSet | None:
     """A merge without a shuffle (broadcast strategy, the target scanned with
     ``split_fragments=False``): each scan task changes the fragments it read
     (:func:`~lance_ops.spark.rowchanges.aligned_changes`) and reports the
@@ -69,8 +69,10 @@ def run_merge_aligned(spark, target: DataFrame, candidates: DataFrame | None, ct
     no task matched (:func:`~lance_ops.spark.rowchanges.merge_inserts`). Both
     jobs share one write journal: a constraint failing in the second removes
     the first's files too. None when the target's plan does not keep its scan
-    partitions (the caller then shuffles by fragment)."""
-    if not keeps_scan_partitions(target):
+    partitions (the caller then shuffles by fragment); ``check_plan=False``:
+    the caller knows it does (its tasks still refuse a fragment seen out of
+    order, and the driver one changed by two tasks)."""
+    if check_plan and not keeps_scan_partitions(target):
         return None
     with journaled(ctx.store, bool(ctx.checks)) as token, executor_errors():
         ctx.journal = token

@@ -18,6 +18,7 @@ pylance's merge_insert does.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -213,8 +214,10 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
     check_clause_order(clauses)
     new_fields = _new_columns(snapshot, source, clauses, schema_evolution)
     with recording_inspection() as seen:
-        analyzed = {snapshot.version: MergePlan(spark, _evolved(snapshot, new_fields)[0], source, condition, clauses,
-                                                disk=snapshot, checks=specs_for(snapshot)).analyze()}
+        first = MergePlan(spark, _evolved(snapshot, new_fields)[0], source, condition, clauses, disk=snapshot,
+                          checks=specs_for(snapshot))
+        #: per version: (the target columns read, the clauses' Columns)
+        analyzed = {snapshot.version: (first.analyze(), first.assignments)}
     #: how that analysis read the plan: reported again when prepare reuses it
     analyzed_how = set(seen)
     params = {"condition": describe(condition), "clauses": " | ".join(c.describe() for c in clauses)}
@@ -225,10 +228,10 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
     def prepare(disk: Snapshot) -> StagedCommit:
         snap, add_columns = _evolved(disk, new_fields)
         specs = specs_for(disk)
-        plan = MergePlan(spark, snap, source, condition, clauses, disk=disk, checks=specs)
+        # (the columns read and the clauses' Columns: made above when the version is the same)
+        narrow, assignments = analyzed.get(disk.version, (None, None))
+        plan = MergePlan(spark, snap, source, condition, clauses, disk=disk, checks=specs, assignments=assignments)
         try:
-            # (the columns read: analyzed above when the version is the same)
-            narrow = analyzed.get(disk.version)
             if narrow is not None:
                 for how in analyzed_how:
                     record_inspection(how)
@@ -240,7 +243,8 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
             source_rows = work.source_rows
             changes = None
             if work.aligned is not None:
-                changes = run_merge_aligned(spark, work.aligned, work.candidates, ctx, source_rows)
+                changes = run_merge_aligned(spark, work.aligned, work.candidates, ctx, source_rows,
+                                            check_plan=plan.may_regroup())
             if changes is None:
                 plan.strategy = work.fallback_strategy
                 requests, key = work.grouped()
@@ -249,7 +253,8 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
         finally:
             plan.release()
         # (the source key range the target scan was restricted to, for history())
-        run_params = dict(params, **({"targetKeyRange": plan.pruned_by} if plan.pruned_by else {}))
+        run_params = dict(params, strategy=plan.strategy,
+                          **({"targetKeyRange": plan.pruned_by} if plan.pruned_by else {}))
         op = Update(
             removed_fragment_ids=sorted(changes.removed),
             updated_fragments=changes.updated_fragments(snap),
@@ -258,7 +263,7 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
             fields_for_preserving_frag_bitmap=[f.id for f in snap.schema.fields],
             update_mode=REWRITE_ROWS,
             affected_rows=changes.affected,
-            description=dict(run_params, strategy=plan.strategy),
+            description=run_params,
         )
         metrics = {
             "numSourceRows": source_rows,
@@ -282,6 +287,11 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
 
     return prepare
 
+
+#: Words in a condition or value that may mean a subquery (``IN (SELECT
+#: ...)``, ``EXISTS``, a DataFrame subquery's ``scalarsubquery()``); a
+#: higher-order ``exists(array, ...)`` is a false alarm that costs only a check.
+_SUBQUERY_WORDS = re.compile(r"\b(select|exists|subquery|scalarsubquery|listquery)\b", re.IGNORECASE)
 
 #: Prefix of the clause conditions / values evaluated in their own scope.
 SCOPED = "__lance_scoped_"
@@ -322,7 +332,7 @@ class MergePlan:
     """
 
     def __init__(self, spark, snap: Snapshot, source: DataFrame, condition, clauses: list[Clause],
-                 disk: Snapshot | None = None, checks: list | None = None):
+                 disk: Snapshot | None = None, checks: list | None = None, assignments: list[dict] | None = None):
         self.spark, self.snap, self.source = spark, snap, source
         #: Table CHECK constraints, evaluated over the rows as written.
         self.checks = checks or []
@@ -334,8 +344,10 @@ class MergePlan:
         table_spark = table_spark_schema(snap)
         self.types = {f.name: f.dataType for f in table_spark.fields}
         self.table_cols = [f.name for f in table_spark.fields]
-        self.assignments: list[dict] = []
-        for c in clauses:
+        #: Per clause: target column -> its new value (a Column; Columns are
+        #: immutable, so a plan of the same version may pass them on).
+        self.assignments: list[dict] = assignments or []
+        for c in clauses if assignments is None else ():
             if c.all_columns:
                 self.assignments.append({col: F.col(f"s.`{col}`") for col in self.table_cols})
             else:
@@ -383,6 +395,20 @@ class MergePlan:
             referenced |= cols
         return [c for c in self.table_cols if c in referenced or c in self.need_old or c in self.checked]
 
+    def may_regroup(self) -> bool:
+        """Whether the merge's own SQL could hold a subquery -- Spark rewrites
+        one into a join, which can shuffle the target's rows away from their
+        scan tasks. Only then is the aligned path's physical plan checked
+        (planning it costs as much as a small job); otherwise the plan is a
+        scan streaming through a broadcast join, and should that ever not
+        hold, the tasks and the driver refuse a fragment changed out of
+        order or by two tasks (nothing is committed)."""
+        texts = [describe(self.condition)] + [spec.expression for spec in self.checks]
+        for c in self.clauses:
+            texts += [describe(c.condition)] if c.condition is not None else []
+            texts += [] if c.all_columns else [describe(v) for v in (c.assignments or {}).values()]
+        return any(_SUBQUERY_WORDS.search(t) for t in texts)
+
     # -------------------------------------------------------------- requests
     def requests(self, broadcast_limit: int, narrow: list[str] | None = None) -> "MergeWork":
         """How to run the merge (:class:`MergeWork`); ``narrow``:
@@ -414,7 +440,7 @@ class MergePlan:
                     )
                 return requests, k
 
-            return MergeWork(source_rows, grouped, aligned, candidates, fallback_strategy="broadcast")
+            return MergeWork(source_rows, grouped, aligned, candidates, fallback_strategy="broadcast, shuffled by fragment")
         src = self._scoped(src, NOT_MATCHED, "s").withColumn(S_PRESENT, F.lit(True))
         t, s = target.alias("t"), src.alias("s")
         if NOT_MATCHED_BY_SOURCE in self.kinds and NOT_MATCHED in self.kinds:

@@ -431,12 +431,21 @@ def test_condition_with_a_shuffle_join_is_regrouped(spark, pair):
     try:
         info = LanceTable(spark, ours).delete("id in (select id from victims)")
         LanceTable(spark, ours).update("id in (select id + 1 from victims)", {"score": "-1.0"})
+        # (a merge's clause too: its broadcast path then shuffles by fragment)
+        merged = LanceTable(spark, ours).merge(source(spark, range(0, 300)), "t.id = s.id") \
+            .whenMatchedUpdateAll("t.id in (select id + 2 from victims)").execute()
         LanceTable(spark, ours).addColumns({"flag": "id in (select id + 2 from victims)"})
     finally:
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
         spark.conf.unset("spark.sql.adaptive.enabled")
     lance.dataset(ref).delete("id % 3 = 0")
     lance.dataset(ref).update({"score": "-1.0"}, where="id % 3 = 1")
+    r = lance.dataset(ref).merge_insert("id").when_matched_update_all("target.id % 3 = 2") \
+        .execute(source_arrow(list(range(0, 300))))
+    assert merged.metrics["numUpdatedRows"] == r["num_updated_rows"] > 50
+    strategy = next(h["operationParameters"]["strategy"] for h in LanceTable(spark, ours).table.history()
+                    if h["version"] == merged.version)
+    assert strategy == "broadcast, shuffled by fragment"
     lance.dataset(ref).add_columns({"flag": "id % 3 = 2"})
     assert_same_as_pylance(ours, ref)
     assert info.metrics["numDeletedRows"] == 980 - lance.dataset(ref, version=3).count_rows()
