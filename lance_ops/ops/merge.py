@@ -366,6 +366,7 @@ class MergePlan:
         #: The source key range the target was restricted to (None: not pruned).
         self.pruned_by: str | None = None
         self.reads_nothing = False
+        self._src_types: dict | None = None
 
     # --------------------------------------------------------------- analysis
     def analyze(self) -> list[str]:
@@ -511,8 +512,21 @@ class MergePlan:
                 cols.append(as_column(c.condition).alias(f"{SCOPED}c{i}"))
             for j, col in enumerate(self.table_cols):
                 if col in self.assignments[i]:
-                    cols.append(self.assignments[i][col].cast(self.types[col]).alias(f"{SCOPED}v{i}_{j}"))
+                    cols.append(self._typed(i, col).alias(f"{SCOPED}v{i}_{j}"))
         return frame.alias(alias).select("*", *cols) if cols else frame
+
+    def _typed(self, i: int, col: str):
+        """Clause ``i``'s value for ``col`` in the column's type (no cast for
+        an ``*All`` clause's source column of that very type)."""
+        value = self.assignments[i][col]
+        if self.clauses[i].all_columns and self._source_types().get(col) == self.types[col]:
+            return value
+        return value.cast(self.types[col])
+
+    def _source_types(self) -> dict:
+        if self._src_types is None:
+            self._src_types = {f.name: f.dataType for f in self.source.schema.fields}
+        return self._src_types
 
     def _condition(self, i: int):
         c = self.clauses[i]
@@ -522,7 +536,7 @@ class MergePlan:
 
     def _value(self, i: int, col: str):
         if self.clauses[i].kind == MATCHED:
-            return self.assignments[i][col].cast(self.types[col])
+            return self._typed(i, col)
         return F.col(f"{SCOPED}v{i}_{self.table_cols.index(col)}")
 
     def _source(self) -> DataFrame:
@@ -608,11 +622,12 @@ class MergePlan:
         else:
             joined = joined.where(F.col(CLAUSE).isNotNull())
         code = {"update": UPDATE, "delete": DELETE, "insert": INSERT_ACTION}
+        # (each Column built once: every F call is a JVM round trip)
+        hits = {i: F.col(CLAUSE) == i for i, c in enumerate(self.clauses) if c.kind in presence}
         action = None
-        for i, c in enumerate(self.clauses):
-            if c.kind in presence:
-                hit = F.col(CLAUSE) == i
-                action = F.when(hit, F.lit(code[c.action])) if action is None else action.when(hit, F.lit(code[c.action]))
+        for i, hit in hits.items():
+            lit = F.lit(code[self.clauses[i].action])
+            action = F.when(hit, lit) if action is None else action.when(hit, lit)
         action = F.lit(None).cast("string") if action is None else action
         columns = []
         for col in self.table_cols:
@@ -626,11 +641,10 @@ class MergePlan:
                     # keeps its old value in this clause (columns no clause
                     # assigns are read back from the fragment by the task; the
                     # old value here feeds the constraint checks)
-                    value = F.col(f"t.`{col}`").cast(self.types[col])
+                    value = F.col(f"t.`{col}`")  # (read with the table's type)
                 else:
                     continue
-                hit = F.col(CLAUSE) == i
-                expr = F.when(hit, value) if expr is None else expr.when(hit, value)
+                expr = F.when(hits[i], value) if expr is None else expr.when(hits[i], value)
             columns.append((expr if expr is not None else F.lit(None).cast(self.types[col])).alias(col))
         extra = [F.col(f"s.{SOURCE_ID}").alias(SOURCE_ID)] if markers or source_id or keep_matched else []
         if markers:
