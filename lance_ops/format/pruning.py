@@ -376,6 +376,8 @@ class SkipPlan:
 
 
 def _tile(zones: list[Zone], physical_rows: int) -> list[tuple[Zone, Range]]:
+    """Zone by zone, the row range each zone stands for (the definition
+    :func:`.zonearrays.fragment_ranges` follows; tests compare them)."""
     zs = sorted(zones, key=lambda z: z.start)
     out = []
     for i, z in enumerate(zs):

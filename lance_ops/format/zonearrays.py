@@ -58,8 +58,13 @@ class ZoneArrays:
         self.kind = None
         self.lo = self.hi = self.lo_ok = self.hi_ok = None
         if lo is not None:
-            self.lo, self.lo_ok, self.kind = _domain(lo, order)
-            self.hi, self.hi_ok, _ = _domain(hi, order)
+            try:
+                self.lo, self.lo_ok, self.kind = _domain(lo, order)
+                self.hi, self.hi_ok, _ = _domain(hi, order)
+            except TypeError:  # (statistics of a type never pruned: bounds unknown, zones kept)
+                lo = None
+                self.kind = self.lo = self.hi = self.lo_ok = self.hi_ok = None
+        if lo is not None:
             # what every conjunct asks, once per index (plans then allocate
             # a mask or two per conjunct, nothing else per zone)
             self.only_nulls = ~self.lo_ok & ~self.hi_ok & (self.nan_count == 0)
