@@ -45,7 +45,8 @@ class ZoneArrays:
     start). ``lo`` / ``hi``: ``min`` / ``max`` in the comparison domain
     (numpy for numbers, Arrow binary for strings; None: unknown bounds, as
     bloom filter zones have), ``lo_ok`` / ``hi_ok`` where they are not null.
-    ``bloom``: a bloom filter index's filter bytes (Arrow binary) or None."""
+    ``bloom``: a bloom filter index's filter bytes (Arrow binary, as
+    the file's table holds them) or None."""
 
     def __init__(self, fragment_id, start, end, null_count, nan_count, lo=None, hi=None, bloom=None):
         order = np.lexsort((start, fragment_id))  # (stable: ties keep file order)
@@ -78,17 +79,23 @@ class ZoneArrays:
                 self.hi_f = np.where(hi_nan, np.inf, self.hi)
         self.bloom = None
         if bloom is not None:
-            b = bloom.combine_chunks() if isinstance(bloom, pa.ChunkedArray) else bloom
-            b = b.take(pa.array(order)).cast(pa.large_binary())
-            offsets = np.frombuffer(b.buffers()[1], dtype=np.int64)[b.offset:b.offset + len(b) + 1]
-            sizes = np.diff(offsets)
-            valid = b.is_valid().to_numpy(zero_copy_only=False)
+            # the filters stay where the file's table holds them (no copy):
+            # per zone, where its bytes start and end in that buffer
+            if isinstance(bloom, pa.ChunkedArray):
+                bloom = bloom.chunk(0) if bloom.num_chunks == 1 else bloom.combine_chunks()
+            if not (pa.types.is_binary(bloom.type) or pa.types.is_large_binary(bloom.type)):
+                bloom = bloom.cast(pa.binary())
+            large = pa.types.is_large_binary(bloom.type)
+            offsets = np.frombuffer(bloom.buffers()[1], dtype=np.int64 if large else np.int32)
+            offsets = offsets[bloom.offset:bloom.offset + len(bloom) + 1].astype(np.int64)
+            self.bloom_start, self.bloom_end = offsets[:-1][order], offsets[1:][order]
+            sizes = self.bloom_end - self.bloom_start
+            valid = bloom.is_valid().to_numpy(zero_copy_only=False)[order]
             # (bytes of a split-block filter: whole 32-byte blocks, else unusable)
             self.bloom_ok = valid & (sizes > 0) & (sizes % 32 == 0)
-            self.bloom_offsets = offsets
-            data = b.buffers()[2]
+            data = bloom.buffers()[2]
             self.bloom_data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
-            self.bloom = b
+            self.bloom = bloom
         self.fragments, first = np.unique(self.fragment_id, return_index=True)
         self.offsets = np.append(first, len(self.fragment_id))
 
@@ -106,7 +113,7 @@ class ZoneArrays:
         """Zone ``i``'s filter bytes (a view, no copy); None when unusable."""
         if self.bloom is None or not self.bloom_ok[i]:
             return None
-        return self.bloom_data[self.bloom_offsets[i]:self.bloom_offsets[i + 1]]
+        return self.bloom_data[self.bloom_start[i]:self.bloom_end[i]]
 
     # ---------------------------------------------------------- building
     @classmethod

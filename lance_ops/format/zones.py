@@ -84,9 +84,11 @@ class Zone:
 #: Index files read lately, by (store root, index directory, file): an index
 #: directory is named by the index's UUID and never rewritten, so every
 #: operation planning over the same index (each delete / update / read of a
-#: table) reuses the table instead of opening the file again. Bounded.
+#: table) reuses the table instead of opening the file again; a zone map's
+#: or bloom filter's columns (:func:`read_zone_arrays`, views of that table
+#: plus a few words per zone) are kept alongside. Bounded (16 indices).
 _TABLES: dict = {}
-_TABLES_MAX = 16
+_TABLES_MAX = 32
 
 
 def _read_table(store, index, file_name: str) -> pa.Table:
