@@ -21,6 +21,10 @@ only make zones wider than needed (their stats were taken over more rows),
 never narrower. Zone ranges are widened to tile the fragment (a zone runs to
 the next zone's start, the first from 0, the last to the fragment's end), so
 rows in gaps -- deleted when the index was built -- are never lost.
+
+:func:`zone_may_match` states the rules zone by zone; plans judge a ZONEMAP's
+or BLOOMFILTER's zones all at once, as columns (:mod:`.zonearrays`: the same
+rules, so the driver's memory stays flat in table size).
 """
 from __future__ import annotations
 
@@ -33,6 +37,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import zonearrays
+from .zonearrays import ZoneArrays
 from .zones import UNKNOWN, BitmapIndex, Zone
 
 OPS = ("=", "<", "<=", ">", ">=", "in", "isnull", "notnull")
@@ -112,7 +118,11 @@ def _isnan(v) -> bool:
 
 
 def zone_may_match(zone: Zone, c: Conjunct, is_float: bool) -> bool:
-    """False only if no row the zone's stats describe can satisfy ``c``."""
+    """False only if no row the zone's stats describe can satisfy ``c``.
+
+    The definition, zone by zone: BITMAP keys and BTREE pages are judged
+    by it, zone maps by :func:`.zonearrays.may_match` (all zones at once,
+    the same rules; tests check they agree)."""
     if c.op == "isnull":
         return zone.null_count > 0
     lo, hi = zone.min, zone.max
@@ -332,13 +342,19 @@ class ColumnIndex:
     column: str
     arrow_type: pa.DataType
     covered: set[int]
-    zones: dict[int, list[Zone]] = field(default_factory=dict)  # zone maps / bloom filters
+    #: A ZONEMAP's or BLOOMFILTER's zones, as columns (a dict fragment id ->
+    #: Zone list is turned into them: tests, hand-made indices).
+    zones: ZoneArrays | None = None
     bitmap: BitmapIndex | None = None
     #: For a BITMAP holding stable row *ids* (not addresses): fragment ->
     #: its row ids (physical order), to find the fragments of matching ids.
     row_ids_of: object = None
     #: A BTREE's pages (:class:`~.zones.BTreePages`).
     btree: object = None
+
+    def __post_init__(self):
+        if isinstance(self.zones, dict):
+            self.zones = ZoneArrays.from_zones([z for zs in self.zones.values() for z in zs], self.arrow_type)
 
 
 @dataclass
@@ -360,6 +376,8 @@ class SkipPlan:
 
 
 def _tile(zones: list[Zone], physical_rows: int) -> list[tuple[Zone, Range]]:
+    """Zone by zone, the row range each zone stands for (the definition
+    :func:`.zonearrays.fragment_ranges` follows; tests compare them)."""
     zs = sorted(zones, key=lambda z: z.start)
     out = []
     for i, z in enumerate(zs):
@@ -405,8 +423,10 @@ def normalize(conjuncts, types: dict[str, pa.DataType]) -> list[Conjunct]:
             if c.op == "in":
                 value = tuple(literal(v, t) for v in c.value)
                 if not pa.types.is_floating(t):
-                    # NULLs in an IN list match nothing; sorted for bisection
-                    value = tuple(sorted(v for v in value if v is not None))
+                    # NULLs (and NaN: not a float column) in an IN list
+                    # match nothing; sorted for bisection (a NaN would
+                    # break the order)
+                    value = tuple(sorted(v for v in value if v is not None and not _isnan(v)))
             elif c.op in ("isnull", "notnull"):
                 value = None
             else:
@@ -427,6 +447,7 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
     skipped: list[int] = []
     used: set[str] = set()
     probes: dict[tuple[int, str], object] = {}
+    masks: dict[tuple[int, str], np.ndarray] = {}
     for frag in fragments:
         phys = frag.physical_rows
         current: list[Range] = [(0, phys)]
@@ -462,15 +483,19 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
                         current = []
                         used.add(ix.name)
                     continue
-                zones = ix.zones.get(frag.id)
-                if not zones:
+                zs = ix.zones
+                at = zs.slice_of(frag.id) if zs is not None else None
+                if at is None:
                     continue
-                if any(z.bloom is not None for z in zones) and (ci, ix.name) not in probes:
-                    probes[(ci, ix.name)] = probe_hashes(c, ix.arrow_type)
-                h = probes.get((ci, ix.name))
-                keep = [r for z, r in _tile(zones, phys)
-                        if zone_may_match(z, c, is_float) and bloom_may_match(z, c, ix.arrow_type, h)]
-                merged = _merge(keep)
+                key = (ci, ix.name)
+                if key not in masks:  # (every zone of the index at once)
+                    masks[key] = zonearrays.may_match(zs, c, is_float)
+                keep = masks[key][at[0]:at[1]]
+                if zs.bloom is not None and c.op in ("=", "in"):
+                    if key not in probes:
+                        probes[key] = probe_hashes(c, ix.arrow_type)
+                    keep = _bloom_keep(zs, at, keep, probes[key])
+                merged = zonearrays.fragment_ranges(zs, at, keep, phys)
                 if merged != [(0, phys)]:
                     used.add(ix.name)
                 current = _intersect(current, merged)
@@ -481,6 +506,21 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
         else:
             skipped.append(frag.id)
     return SkipPlan(ranges, skipped, sorted(used))
+
+
+def _bloom_keep(zs: ZoneArrays, at: tuple[int, int], keep: np.ndarray, hashes) -> np.ndarray:
+    """``keep`` narrowed by the bloom filters of the zones it still keeps
+    (probed one by one: only those zones' bytes are looked at)."""
+    from . import bloom
+
+    if hashes is None:
+        return keep
+    keep = keep.copy()
+    for i in np.flatnonzero(keep):
+        data = zs.bloom_bytes(at[0] + int(i))
+        if data is not None and not bloom.may_contain(data, hashes):
+            keep[i] = False
+    return keep
 
 
 def load_indices(store, indices, schema, columns=None, stable_row_ids: bool = False) -> list[ColumnIndex]:
@@ -502,9 +542,8 @@ def load_indices(store, indices, schema, columns=None, stable_row_ids: bool = Fa
         covered_fragments,
         index_kind,
         read_bitmap,
-        read_bloomfilter_zones,
         read_btree,
-        read_zonemap,
+        read_zone_arrays,
     )
 
     top = {f.id: f for f in schema.fields}
@@ -532,9 +571,7 @@ def load_indices(store, indices, schema, columns=None, stable_row_ids: bool = Fa
             if stable_row_ids:
                 ci.row_ids_of = _row_ids_reader(store)
         else:
-            zones = read_zonemap(store, idx) if kind == ZONEMAP else read_bloomfilter_zones(store, idx)
-            for z in zones:
-                ci.zones.setdefault(z.fragment_id, []).append(z)
+            ci.zones = read_zone_arrays(store, idx)
         out.append(ci)
     return out
 

@@ -28,7 +28,9 @@ Only what pruning needs, read through ``lance.file``:
   those rows of ``page_data``) to find the fragments holding them.
 
 What the stats mean for a predicate is :mod:`lance_ops.format.pruning`'s
-business; this module only turns files into :class:`Zone` lists.
+business; this module only turns files into zones: columnar
+(:func:`read_zone_arrays`, what planning uses) or :class:`Zone` lists (tests,
+BTREE pages, BITMAP keys).
 """
 from __future__ import annotations
 
@@ -82,21 +84,25 @@ class Zone:
 #: Index files read lately, by (store root, index directory, file): an index
 #: directory is named by the index's UUID and never rewritten, so every
 #: operation planning over the same index (each delete / update / read of a
-#: table) reuses the table instead of opening the file again. Bounded.
+#: table) reuses the table instead of opening the file again; a zone map's
+#: or bloom filter's columns (:func:`read_zone_arrays`, views of that table
+#: plus a few words per zone) are kept alongside. Bounded (16 indices).
 _TABLES: dict = {}
-_TABLES_MAX = 16
+_TABLES_MAX = 32
 
 
 def _read_table(store, index, file_name: str) -> pa.Table:
     src, directory = index_location(store, index)
-    key = (src.root, directory, file_name)
-    table = _TABLES.get(key)
-    if table is None:
-        table = _read_table_uncached(src, directory, file_name)
-        _TABLES[key] = table
+    return _cached((src.root, directory, file_name), lambda: _read_table_uncached(src, directory, file_name))
+
+
+def _cached(key, build):
+    value = _TABLES.get(key)
+    if value is None:
+        value = _TABLES[key] = build()
         while len(_TABLES) > _TABLES_MAX:
             _TABLES.pop(next(iter(_TABLES)), None)
-    return table
+    return value
 
 
 def _read_table_uncached(src, directory: str, file_name: str) -> pa.Table:
@@ -137,7 +143,12 @@ def stat_values(arr: pa.ChunkedArray | pa.Array) -> list:
 
 
 def read_zonemap(store, index) -> list[Zone]:
-    t = _read_table(store, index, ZONEMAP_FILE)
+    """A ZONEMAP's zones as objects (tests; planning uses
+    :func:`read_zone_arrays`)."""
+    return zonemap_zones(_read_table(store, index, ZONEMAP_FILE))
+
+
+def zonemap_zones(t: pa.Table) -> list[Zone]:
     mins, maxs = stat_values(t.column("min")), stat_values(t.column("max"))
     cols = [t.column(c).to_pylist() for c in ("null_count", "nan_count", "fragment_id", "zone_start", "zone_length")]
     return [
@@ -146,12 +157,32 @@ def read_zonemap(store, index) -> list[Zone]:
     ]
 
 
+def read_zone_arrays(store, index):
+    """A ZONEMAP's or BLOOMFILTER's zones as columns
+    (:class:`.zonearrays.ZoneArrays`: what planning uses; no object per
+    zone), cached with the file's table."""
+    from .zonearrays import ZoneArrays
+
+    kind = index_kind(index)
+    file_name = ZONEMAP_FILE if kind == ZONEMAP else BLOOMFILTER_FILE
+    src, directory = index_location(store, index)
+
+    def build():
+        t = _read_table(store, index, file_name)
+        return ZoneArrays.from_zonemap(t) if kind == ZONEMAP else ZoneArrays.from_bloomfilter(t)
+
+    return _cached((src.root, directory, file_name, "arrays"), build)
+
+
 def read_bloomfilter_zones(store, index) -> list[Zone]:
     """Zones of a bloom filter index: their null flag and filter bytes
     (min/max unknown: the sentinel ``UNKNOWN``). A file whose filters were
     sized otherwise than :mod:`.bloom` assumes (other item count /
     probability metadata) still probes right: the size is the bytes' length."""
-    t = _read_table(store, index, BLOOMFILTER_FILE)
+    return bloomfilter_zones(_read_table(store, index, BLOOMFILTER_FILE))
+
+
+def bloomfilter_zones(t: pa.Table) -> list[Zone]:
     cols = [t.column(c).to_pylist() for c in ("fragment_id", "zone_start", "zone_length", "has_null")]
     data = t.column("bloom_filter_data").to_pylist() if "bloom_filter_data" in t.column_names else [None] * t.num_rows
     return [
@@ -250,5 +281,5 @@ def read_btree(store, index) -> BTreePages | None:
 __all__ = [
     "ZONEMAP", "BITMAP", "BLOOMFILTER", "BTREE", "TYPE_NAMES", "Zone", "UNKNOWN", "BitmapIndex", "BTreePages",
     "read_btree",
-    "index_kind", "covered_fragments", "read_zonemap", "read_bloomfilter_zones", "read_bitmap", "stat_values",
+    "index_kind", "covered_fragments", "read_zonemap", "read_zone_arrays", "read_bloomfilter_zones", "read_bitmap", "stat_values",
 ]
