@@ -8,6 +8,12 @@ that counts requests by kind (``s3.GET``, ``s3.LIST``, ``s3.PUT``,
 ``POST /_counts`` resets them -- and that drops ``If-None-Match`` from S3
 requests to buckets whose name starts with ``nocond``: a store that silently
 ignores conditional writes, for the tests that must detect one.
+
+Conditional S3 requests (``If-None-Match`` / ``If-Match``) are served one at a
+time: moto checks the condition, then writes, so two concurrent
+``If-None-Match: *`` PUTs of one name can both succeed there (seen under load:
+six concurrent committers, one commit overwritten). S3 decides them
+atomically; serializing them here gives the tests S3's guarantee.
 """
 from __future__ import annotations
 
@@ -29,6 +35,8 @@ class Counting:
         self.app = app
         self.counts: Counter = Counter()
         self.lock = threading.Lock()
+        #: Held while a conditional S3 request is served (see the module docstring).
+        self.conditional = threading.Lock()
 
     def kind(self, environ) -> str:
         target = environ.get("HTTP_X_AMZ_TARGET")
@@ -56,6 +64,10 @@ class Counting:
             self.counts[kind] += 1
         if kind.startswith("s3.") and environ.get("PATH_INFO", "/").lstrip("/").startswith(IGNORING_PREFIX):
             environ.pop("HTTP_IF_NONE_MATCH", None)
+        if kind.startswith("s3.") and ("HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MATCH" in environ):
+            with self.conditional:
+                # (the whole response inside the lock: moto writes while building it)
+                return list(self.app(environ, start_response))
         return self.app(environ, start_response)
 
 
