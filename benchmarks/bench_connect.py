@@ -153,9 +153,11 @@ def _agree(op: connect_ops.Op, classic, connect) -> str:
 #: Metrics that follow how the work was done, not what it did: the bytes of
 #: data files depend on how Spark split the input into tasks; under Connect
 #: update/rewriteColumns/addColumns evaluate on Spark (no analyzed plan
-#: object), whose scan counts rows differently.
+#: object), whose scan counts rows differently and whose tasks follow the
+#: scan's partitions (the Arrow path runs one wave of one task per slot), so
+#: the rewritten rows land in another number of new fragments / files.
 PATH_METRICS = {"bytesWritten", "evaluation", "planInspection", "numRowsScanned", "numFragmentsScanned",
-                "numFragmentsSkipped"}
+                "numFragmentsSkipped", "numAddedFragments", "numAddedFiles"}
 
 
 def _comparable(result: dict) -> dict:
