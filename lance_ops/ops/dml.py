@@ -19,6 +19,7 @@ from ..spark.rowchanges import (
     aligned_changes,
     changed_rows_schema,
     fragment_changes,
+    matched_source_ids,
     merge_inserts,
     write_changes,
 )
@@ -77,12 +78,11 @@ def run_merge_aligned(spark, target: DataFrame, candidates: DataFrame | None, ct
     with journaled(ctx.store, bool(ctx.checks)) as token, executor_errors():
         ctx.journal = token
         rows = [(r[0], bytes(r[1])) for r in target.mapInArrow(aligned_changes(ctx, matched_ids=True), RESULT_SCHEMA).collect()]
-        changes = ChangeSet.from_rows(rows)
-        matched = changes.matched_source_ids()
+        matched = matched_source_ids(rows)
         if candidates is not None and len(matched) < source_rows:
             inserted = candidates.mapInArrow(merge_inserts(ctx, matched.tobytes()), RESULT_SCHEMA).collect()
-            changes = ChangeSet.from_rows(rows + [(r[0], bytes(r[1])) for r in inserted])
-    return changes
+            rows += [(r[0], bytes(r[1])) for r in inserted]
+        return ChangeSet.from_rows(rows)
 
 
 def run_grouped_changes(spark, requests: DataFrame, ctx: ChangeContext, key) -> ChangeSet:

@@ -246,7 +246,8 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
                 changes = run_merge_aligned(spark, work.aligned, work.candidates, ctx, source_rows,
                                             check_plan=plan.may_regroup())
             if changes is None:
-                plan.strategy = work.fallback_strategy
+                if work.aligned is not None:
+                    plan.strategy = "broadcast, shuffled by fragment"
                 requests, key = work.grouped()
                 changes = run_grouped_changes(spark, requests, ctx, key)
             scanned = plan.scan_metrics()
@@ -310,8 +311,6 @@ class MergeWork:
     grouped: Callable[[], tuple]
     aligned: DataFrame | None = None
     candidates: DataFrame | None = None
-    #: The strategy reported when the aligned path falls back.
-    fallback_strategy: str = "shuffle"
 
 
 class MergePlan:
@@ -441,7 +440,7 @@ class MergePlan:
                     )
                 return requests, k
 
-            return MergeWork(source_rows, grouped, aligned, candidates, fallback_strategy="broadcast, shuffled by fragment")
+            return MergeWork(source_rows, grouped, aligned, candidates)
         src = self._scoped(src, NOT_MATCHED, "s").withColumn(S_PRESENT, F.lit(True))
         t, s = target.alias("t"), src.alias("s")
         if NOT_MATCHED_BY_SOURCE in self.kinds and NOT_MATCHED in self.kinds:
@@ -566,16 +565,20 @@ class MergePlan:
         row id, so the tasks can tell which source rows were matched; the
         candidates are the source rows an insert clause applies to (None
         without NOT MATCHED clauses)."""
-        s = F.broadcast(src.withColumn(S_PRESENT, F.lit(True)).alias("s"))
-        how = "left_outer" if NOT_MATCHED_BY_SOURCE in self.kinds else "inner"
-        joined = target.alias("t").join(s, cond, how)
-        s_in = F.col(f"s.{S_PRESENT}").isNotNull()
-        presence = {MATCHED: s_in, NOT_MATCHED_BY_SOURCE: ~s_in}
+        joined, presence = self._broadcast_join(target, src, cond)
         requests = self._select(joined, presence, F.col(f"t.{ROW_ADDR}"), keep_matched=True)
         if NOT_MATCHED not in self.kinds:
             return requests, None
         return requests, self._select(src.alias("s"), {NOT_MATCHED: F.lit(True)}, F.lit(None).cast("long"),
                                       source_id=True)
+
+    def _broadcast_join(self, target: DataFrame, src: DataFrame, cond) -> tuple[DataFrame, dict]:
+        """(the target streamed through a hash join with the broadcast source,
+        the presence condition of each clause kind it covers)."""
+        s = F.broadcast(src.withColumn(S_PRESENT, F.lit(True)).alias("s"))
+        how = "left_outer" if NOT_MATCHED_BY_SOURCE in self.kinds else "inner"
+        s_in = F.col(f"s.{S_PRESENT}").isNotNull()
+        return target.alias("t").join(s, cond, how), {MATCHED: s_in, NOT_MATCHED_BY_SOURCE: ~s_in}
 
     def _broadcast_requests(self, target: DataFrame, src: DataFrame, cond) -> tuple[DataFrame, bool]:
         """(requests, whether inserts are keyed by source row id).
@@ -588,11 +591,7 @@ class MergePlan:
         group (keyed by the source row id), where candidates with a marker
         are dropped (:func:`lance_ops.spark.rowchanges.fragment_changes`).
         One scan of the target, one shuffle, no checkpoint."""
-        s = F.broadcast(src.withColumn(S_PRESENT, F.lit(True)).alias("s"))
-        how = "left_outer" if NOT_MATCHED_BY_SOURCE in self.kinds else "inner"
-        joined = target.alias("t").join(s, cond, how)
-        s_in = F.col(f"s.{S_PRESENT}").isNotNull()
-        presence = {MATCHED: s_in, NOT_MATCHED_BY_SOURCE: ~s_in}
+        joined, presence = self._broadcast_join(target, src, cond)
         if NOT_MATCHED not in self.kinds:
             return self._select(joined, presence, F.col(f"t.{ROW_ADDR}")), False
         target_side = self._select(joined, presence, F.col(f"t.{ROW_ADDR}"), markers=True)

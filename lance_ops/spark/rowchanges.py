@@ -275,6 +275,13 @@ def _with_action(b: pa.RecordBatch) -> pa.RecordBatch:
     return b if not action.null_count else b.filter(action.is_valid())
 
 
+def matched_source_ids(rows) -> np.ndarray:
+    """Sorted unique ids of the source rows some target row matched, from
+    the (kind, payload) results of :func:`aligned_changes` tasks."""
+    parts = [np.frombuffer(p, dtype=np.int64) for k, p in rows if k == MATCHED_IDS]
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+
+
 def merge_inserts(ctx: ChangeContext, matched: bytes):
     """``mapInArrow`` function over a merge's insert candidates (every source
     row an insert clause applies to, with its :data:`SOURCE_ID`): drops the
@@ -478,13 +485,6 @@ class ChangeSet:
     new_fragments: list[table_pb2.DataFragment] = field(default_factory=list)
     updated_rows: int = 0
     deleted_rows: int = 0
-    #: Merge (aligned path): per target task, the source ids it saw matched.
-    matched_ids: list = field(default_factory=list)
-
-    def matched_source_ids(self) -> np.ndarray:
-        """Sorted unique ids of the source rows some target row matched."""
-        return np.unique(np.concatenate(self.matched_ids)) if self.matched_ids else np.zeros(0, np.int64)
-
     @classmethod
     def from_rows(cls, rows) -> "ChangeSet":
         out = cls()
@@ -507,8 +507,6 @@ class ChangeSet:
             elif kind == FRAGMENT:
                 frag = table_pb2.DataFragment.FromString(payload)
                 (moved if frag.HasField("inline_row_ids") else fresh).append(frag)
-            elif kind == MATCHED_IDS:
-                out.matched_ids.append(np.frombuffer(payload, dtype=np.int64))
         # Moved rows first, fresh inserts after (fresh ids are assigned in order).
         out.new_fragments = moved + fresh
         return out
