@@ -33,10 +33,10 @@ from ..spark.frames import (
     as_column,
     describe,
     empty_frame,
+    planned_scan_frame,
     record_inspection,
     recording_inspection,
     referenced_alias_columns,
-    scan_frame,
     table_spark_schema,
     total_cores,
 )
@@ -474,9 +474,10 @@ class MergePlan:
         ``whole_fragments``: each fragment read by one task, in order (the
         aligned path changes fragments in the tasks that read them)."""
         on_disk = set(self.disk.schema.names)
-        target = scan_frame(self.spark, self.disk, [c for c in narrow if c in on_disk], [ROW_ADDR],
-                            split_fragments=not whole_fragments, skip_report=self.report.path,
-                            key_filter=bounds.key_filter)
+        pushed = bounds.scan_filters() if bounds.keys and not bounds.matches_nothing else []
+        target = planned_scan_frame(self.spark, self.disk, [c for c in narrow if c in on_disk], [ROW_ADDR],
+                                    pushed, split_fragments=not whole_fragments, skip_report=self.report.path,
+                                    key_filter=bounds.key_filter)
         if bounds.keys:
             self.pruned_by = bounds.describe()
             if bounds.matches_nothing:

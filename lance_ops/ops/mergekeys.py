@@ -143,6 +143,16 @@ def boundable(target_type: T.DataType, source_type: T.DataType) -> bool:
     return isinstance(target_type, (T.StringType, T.DateType, T.TimestampType)) and target_type == source_type
 
 
+def _python_value(v, dtype: T.DataType):
+    """A bound as Spark hands a pushed literal to Python (timestamps: the
+    tasks' bounds are microseconds since the epoch; Spark gives a datetime)."""
+    if isinstance(dtype, T.TimestampType):
+        import datetime as dt
+
+        return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=v)
+    return v
+
+
 def _literal(v, dtype: T.DataType):
     if isinstance(dtype, T.TimestampType):
         return F.timestamp_micros(F.lit(v))
@@ -222,6 +232,20 @@ class SourceBounds:
                 part = part & _in_list(t, self.key_sets[t], dtype)
             cond = part if cond is None else cond & part
         return cond
+
+    def scan_filters(self) -> list:
+        """:meth:`target_filter` as the ``pyspark.sql.datasource`` filters
+        Spark would push for it (for a scan planned in the driver:
+        :func:`lance_ops.spark.frames.planned_scan_frame`)."""
+        from pyspark.sql.datasource import GreaterThanOrEqual, In, LessThanOrEqual
+
+        out = []
+        for t, (lo, hi) in self.bounds.items():
+            dtype = self.types[t]
+            out += [GreaterThanOrEqual((t,), _python_value(lo, dtype)), LessThanOrEqual((t,), _python_value(hi, dtype))]
+            if t in self.key_sets:
+                out.append(In((t,), tuple(self.key_sets[t])))
+        return out
 
     def describe(self) -> str:
         text = ", ".join(

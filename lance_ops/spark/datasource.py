@@ -247,11 +247,14 @@ def plan_partitions(fragments, rows_per_partition: int, split: bool = True, rang
 
 
 class LanceScanReader(DataSourceReader):
-    def __init__(self, opts: ReadOptions, version: int, spark_schema_: T.StructType, store_uri: str | None = None):
-        # ``store_uri``: the root of the branch read (default: the path given)
-        self.store = ObjectStore(store_uri or opts.path, opts.storage_options)
+    def __init__(self, opts: ReadOptions, version: int, spark_schema_: T.StructType, store_uri: str | None = None,
+                 snapshot=None):
+        # ``store_uri``: the root of the branch read (default: the path given);
+        # ``snapshot``: the version, already open (a driver-planned scan)
+        self.store = snapshot.store if snapshot is not None else ObjectStore(store_uri or opts.path, opts.storage_options)
         self.version = version
-        snapshot = opts.open(self.store, version)
+        if snapshot is None:
+            snapshot = opts.open(self.store, version)
         self.lance_schema = snapshot.schema
         self.stable_row_ids = snapshot.stable_row_ids
         names = spark_schema_.fieldNames()

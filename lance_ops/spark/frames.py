@@ -333,6 +333,51 @@ def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(R
     return reader.load(store.uri)
 
 
+def planned_scan_frame(spark, snapshot: Snapshot, columns: list[str], metadata=(ROW_ADDR,), filters=(),
+                       split_fragments: bool = True, skip_report: str | None = None,
+                       key_filter=None) -> DataFrame:
+    """:func:`scan_frame`'s read, planned here in the driver: the ``lance``
+    data source's reader gets ``filters`` (``pyspark.sql.datasource``
+    filters, as Spark would push them: data skipping prunes by them, the
+    tasks drop rows by them early) and its partitions become the tasks of
+    ``spark.range(n).mapInArrow`` (:mod:`.fanout`'s way). Why: Spark plans
+    a Python data source's read in a Python worker process (~0.08 s a scan
+    here, most of a selective job); an internal job that knows its filters
+    in the driver needs none of it. Spark still applies its own filters
+    after the scan; these only read less. Same partitions as the data
+    source (``split_fragments=False``: whole fragments, in order)."""
+    from .datasource import LanceScanReaderWithPushdown, ReadOptions
+    from .errors import executor_task
+
+    store = snapshot.store
+    rows = snapshot.num_rows()
+    key_opt = None
+    if key_filter is not None:
+        import base64
+
+        key_opt = f"{key_filter[0]}:{base64.b64encode(key_filter[1]).decode()}"
+    opts = ReadOptions(path=store.uri, version=str(snapshot.version), columns=list(columns),
+                       metadata=list(metadata), storage_options=dict(store.storage_options),
+                       rows_per_partition=rows_per_partition(spark, rows), split_fragments=split_fragments,
+                       skip_report=skip_report, key_filter=key_opt)
+    schema = spark_schema(snapshot.schema, list(columns), list(metadata))
+    reader = LanceScanReaderWithPushdown(opts, snapshot.version, schema, store.root, snapshot=snapshot)
+    for _ in reader.pushFilters(list(filters)):
+        pass
+    parts = [p for p in reader.partitions() if p.pieces]
+    if not parts:
+        return empty_frame(spark, schema)
+
+    @executor_task
+    def read(batches):
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                yield from reader.read(parts[i])
+
+    n = len(parts)
+    return spark.range(0, n, 1, n).mapInArrow(read, schema)
+
+
 class SkipReport:
     """A place for a scan to report what it read (a temporary file on the
     driver, written when Spark plans the scan: with filter pushdown on,
