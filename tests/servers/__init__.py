@@ -271,6 +271,7 @@ class ConnectServer:
             "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
             "spark.sql.python.filterPushdown.enabled": "true", "spark.sql.session.timeZone": "UTC",
             "spark.driver.memory": "1g", "spark.python.worker.reuse": "true",
+            "spark.python.unix.domain.socket.enabled": "true",
             **self.conf,
         }
         args = ["bash", os.path.join(self.spark_home, "sbin", "start-connect-server.sh"), "--master", self.master]
