@@ -260,6 +260,44 @@ def test_merge_prunes_target_by_source_key_range(spark, indexed, tmp_path):
     assert "targetKeyRange" not in t.table.history(1)[0]["operationParameters"]
 
 
+def test_merge_prunes_by_timestamp_and_date_keys(spark, tmp_path):
+    """The merge's target scan is planned in the driver, the source's key
+    bounds handed to it as Spark would push them: timestamp bounds (the
+    statistics job's microseconds, as UTC datetimes) and date key sets prune
+    zones exactly -- the merged tables equal pylance's, and only the
+    fragment holding the keys is read."""
+    n = 24_000
+    ids = np.arange(n)
+    base = pa.table({
+        "ts": pa.array(ids * 1_000_001 - 5_000_000_000, pa.timestamp("us", "UTC")),
+        "d": pa.array(ids, pa.int32()).cast(pa.date32()),
+        "v": pa.array(np.zeros(n)),
+    })
+    pick = np.arange(17_003, 17_303, 3)  # clustered, inside fragment 2 (16000..23999)
+    src = pa.table({
+        "ts": pa.array(np.concatenate([pick, [n + 7]]) * 1_000_001 - 5_000_000_000, pa.timestamp("us", "UTC")),
+        "d": pa.array(np.concatenate([pick, [n + 7]]), pa.int32()).cast(pa.date32()),
+        "v": pa.array(np.ones(len(pick) + 1)),
+    })
+    for key in ("ts", "d"):
+        ours, ref = str(tmp_path / f"o-{key}.lance"), str(tmp_path / f"r-{key}.lance")
+        lance.write_dataset(base, ours, max_rows_per_file=8000)
+        lance.write_dataset(base, ref, max_rows_per_file=8000)
+        t = LanceTable(spark, ours)
+        t.createIndex(key, "ZONEMAP")
+        s_df = spark.createDataFrame(src.to_pandas(), schema="ts timestamp, d date, v double")
+        info = t.merge(s_df, f"t.{key} = s.{key}").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        r = (lance.dataset(ref).merge_insert(key).when_matched_update_all().when_not_matched_insert_all()
+             .execute(src))
+        m = info.metrics
+        assert (m["numUpdatedRows"], m["numInsertedRows"]) == (r["num_updated_rows"], r["num_inserted_rows"]) == (
+            len(pick), 1), key
+        rows = lambda p: sorted(map(repr, lance.dataset(p).to_table().to_pylist()))  # noqa: E731
+        assert rows(ours) == rows(ref), key
+        # one 8192-row zone of fragment 2 (the keys span 17003..17300)
+        assert (m["numFragmentsScanned"], m["numFragmentsSkipped"], m["numRowsScanned"]) == (1, 2, 8000), (key, m)
+
+
 def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     """A selective upsert from a file source costs a fixed number of Spark
     stages, whatever the table: one for the source's key statistics (count,
