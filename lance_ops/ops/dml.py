@@ -60,14 +60,15 @@ def run_aligned_changes(spark, requests: DataFrame, ctx: ChangeContext) -> Chang
     return ChangeSet.from_rows([(r[0], bytes(r[1])) for r in rows])
 
 
-def run_merge_aligned(spark, target: DataFrame, candidates: DataFrame | None, ctx: ChangeContext,
+def run_merge_aligned(spark, target: DataFrame, candidates, ctx: ChangeContext,
                       source_rows: int, check_plan: bool = True) -> ChangeSet | None:
     """A merge without a shuffle (broadcast strategy, the target scanned with
     ``split_fragments=False``): each scan task changes the fragments it read
     (:func:`~lance_ops.spark.rowchanges.aligned_changes`) and reports the
     source rows it saw matched; then, only if fewer source rows were matched
-    than the source has, one job over the insert ``candidates`` writes those
-    no task matched (:func:`~lance_ops.spark.rowchanges.merge_inserts`). Both
+    than the source has, one job over the insert ``candidates`` (a callable
+    building the frame, None without insert clauses) writes those no task
+    matched (:func:`~lance_ops.spark.rowchanges.merge_inserts`). Both
     jobs share one write journal: a constraint failing in the second removes
     the first's files too. None when the target's plan does not keep its scan
     partitions (the caller then shuffles by fragment); ``check_plan=False``:
@@ -80,7 +81,7 @@ def run_merge_aligned(spark, target: DataFrame, candidates: DataFrame | None, ct
         rows = [(r[0], bytes(r[1])) for r in target.mapInArrow(aligned_changes(ctx, matched_ids=True), RESULT_SCHEMA).collect()]
         matched = matched_source_ids(rows)
         if candidates is not None and len(matched) < source_rows:
-            inserted = candidates.mapInArrow(merge_inserts(ctx, matched.tobytes()), RESULT_SCHEMA).collect()
+            inserted = candidates().mapInArrow(merge_inserts(ctx, matched.tobytes()), RESULT_SCHEMA).collect()
             rows += [(r[0], bytes(r[1])) for r in inserted]
         return ChangeSet.from_rows(rows)
 

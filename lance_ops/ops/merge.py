@@ -310,7 +310,9 @@ class MergeWork:
     source_rows: int
     grouped: Callable[[], tuple]
     aligned: DataFrame | None = None
-    candidates: DataFrame | None = None
+    #: builds the insert candidates (only needed when some source row was
+    #: not matched: an all-matched upsert never builds them)
+    candidates: Callable[[], DataFrame] | None = None
 
 
 class MergePlan:
@@ -425,11 +427,18 @@ class MergePlan:
         target = self._target(narrow, bounds, whole_fragments=broadcast)
         if broadcast:
             self.strategy = "broadcast"
-            scoped = self._scoped(src, NOT_MATCHED, "s")
-            aligned, candidates = self._aligned_requests(target, scoped, cond)
+            built: list[DataFrame] = []
+
+            def scoped() -> DataFrame:
+                # the source with the insert clauses' values (built once, if needed)
+                if not built:
+                    built.append(self._scoped(src, NOT_MATCHED, "s"))
+                return built[0]
+
+            aligned, candidates = self._aligned_requests(target, src, scoped, cond)
 
             def grouped():
-                requests, by_source = self._broadcast_requests(target, scoped, cond)
+                requests, by_source = self._broadcast_requests(target, scoped(), cond)
                 k = key
                 if by_source:
                     # inserts and the markers of matched source rows meet in the
@@ -557,21 +566,24 @@ class MergePlan:
         self.source_materialized = True
         return src
 
-    def _aligned_requests(self, target: DataFrame, src: DataFrame, cond) -> tuple[DataFrame, DataFrame | None]:
+    def _aligned_requests(self, target: DataFrame, src: DataFrame, scoped: Callable[[], DataFrame],
+                          cond) -> tuple[DataFrame, Callable | None]:
         """(target-side requests, insert candidates) of the aligned path
         (:func:`lance_ops.ops.dml.run_merge_aligned`): the target streams
         through a broadcast hash join with the source -- no shuffle, so each
         scan task holds whole fragments and changes them itself. Every matched
         pair is kept (a null action where no clause applies) with its source
         row id, so the tasks can tell which source rows were matched; the
-        candidates are the source rows an insert clause applies to (None
-        without NOT MATCHED clauses)."""
+        candidates (built when called) are the source rows an insert clause
+        applies to (None without NOT MATCHED clauses). The join broadcasts
+        the bare source: matched clauses never read the insert clauses'
+        values, which only ``scoped()`` (the candidates' source) computes."""
         joined, presence = self._broadcast_join(target, src, cond)
         requests = self._select(joined, presence, F.col(f"t.{ROW_ADDR}"), keep_matched=True)
         if NOT_MATCHED not in self.kinds:
             return requests, None
-        return requests, self._select(src.alias("s"), {NOT_MATCHED: F.lit(True)}, F.lit(None).cast("long"),
-                                      source_id=True)
+        return requests, lambda: self._select(scoped().alias("s"), {NOT_MATCHED: F.lit(True)},
+                                              F.lit(None).cast("long"), source_id=True)
 
     def _broadcast_join(self, target: DataFrame, src: DataFrame, cond) -> tuple[DataFrame, dict]:
         """(the target streamed through a hash join with the broadcast source,
