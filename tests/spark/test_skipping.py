@@ -370,11 +370,13 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
 def _assert_stages(spark, stages: StageCounter, n: int) -> None:
     """``n`` stages ran. Under Spark Connect the progress lines come from the
     server's progress reports, sent on its own schedule: a stage that starts
-    and ends between two reports is not seen, so there only "at most n"."""
+    and ends between two reports is not seen -- all of an operation's stages
+    can be that short (one-task stages of ~0.03 s) -- so there only "at most
+    n"."""
     from lance_ops.spark import jvm
 
     if jvm.is_connect(spark):
-        assert 1 <= len(stages.stages) <= n, stages.stages
+        assert len(stages.stages) <= n, stages.stages
     else:
         assert len(stages.stages) == n, stages.stages
 
