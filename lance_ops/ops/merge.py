@@ -18,6 +18,7 @@ pylance's merge_insert does.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -427,13 +428,8 @@ class MergePlan:
         target = self._target(narrow, bounds, whole_fragments=broadcast)
         if broadcast:
             self.strategy = "broadcast"
-            built: list[DataFrame] = []
-
-            def scoped() -> DataFrame:
-                # the source with the insert clauses' values (built once, if needed)
-                if not built:
-                    built.append(self._scoped(src, NOT_MATCHED, "s"))
-                return built[0]
+            # the source with the insert clauses' values (built once, if needed)
+            scoped = functools.cache(lambda: self._scoped(src, NOT_MATCHED, "s"))
 
             aligned, candidates = self._aligned_requests(target, src, scoped, cond)
 
@@ -451,7 +447,7 @@ class MergePlan:
 
             return MergeWork(source_rows, grouped, aligned, candidates)
         src = self._scoped(src, NOT_MATCHED, "s").withColumn(S_PRESENT, F.lit(True))
-        t, s = target.alias("t"), src.alias("s")
+        t, s = target.withColumn(T_PRESENT, F.lit(True)).alias("t"), src.alias("s")
         if NOT_MATCHED_BY_SOURCE in self.kinds and NOT_MATCHED in self.kinds:
             joined = t.join(s, cond, "full_outer")
         elif NOT_MATCHED_BY_SOURCE in self.kinds:
@@ -492,12 +488,10 @@ class MergePlan:
             if bounds.matches_nothing:
                 self.reads_nothing = True
                 target = target.where(F.lit(False))
-            else:
-                target = target.where(bounds.target_filter())
         for c in narrow:
             if c not in on_disk:  # added by schema evolution: null in every existing row
                 target = target.withColumn(c, F.lit(None).cast(self.types[c]))
-        return self._scoped(target, NOT_MATCHED_BY_SOURCE, "t").withColumn(T_PRESENT, F.lit(True))
+        return self._scoped(target, NOT_MATCHED_BY_SOURCE, "t")
 
     def scan_metrics(self) -> dict:
         """What the target scan read (numFragmentsScanned/Skipped, numRowsScanned)."""

@@ -6,18 +6,20 @@ source row (``=`` never matches a null). Filtering the target scan by that
 range keeps the merge's result exactly when no clause needs to see unmatched
 *target* rows -- i.e. without ``whenNotMatchedBySource*`` clauses: matched
 clauses only touch matched rows, and whether a source row is matched (insert
-clauses) depends only on target rows that can match it. The range filter is
-pushed to the data source like any filter, so data skipping drops the
-fragments and the zones whose ``[min, max]`` does not overlap it, and the
-scan's skip report gives the merge's ``numFragmentsScanned`` /
-``numFragmentsSkipped`` / ``numRowsScanned``.
+clauses) depends only on target rows that can match it. The range reaches
+the target scan as the filters Spark would push for it
+(:meth:`SourceBounds.scan_filters`; the merge plans that scan itself), so
+data skipping drops the fragments and the zones whose ``[min, max]`` does
+not overlap it, and the scan's skip report gives the merge's
+``numFragmentsScanned`` / ``numFragmentsSkipped`` / ``numRowsScanned``. No
+Spark filter re-checks it: the join itself only matches keys of the source.
 
 Everything the pruning needs of the source -- its row count, each key's
 bounds, a key's distinct values when it has at most :data:`MAX_KEY_SET` of
 them, and otherwise a bloom filter of its keys -- comes from ONE Spark job
 (:func:`_source_stats`: each task returns one small record; a Spark job costs
 a fixed 0.1-0.3 s here, which is what a selective merge is made of). With a
-key set the target filter adds ``k IN (keys)``: zone maps then prune per key
+key set the scan filters add ``k IN (keys)``: zone maps then prune per key
 (scattered keys no longer widen one range over everything) and bloom filter
 indices are probed with every key. Nothing else of the source, and nothing
 of the target, is collected. Finding the key pairs is a conservative
@@ -153,12 +155,6 @@ def _python_value(v, dtype: T.DataType):
     return v
 
 
-def _literal(v, dtype: T.DataType):
-    if isinstance(dtype, T.TimestampType):
-        return F.timestamp_micros(F.lit(v))
-    return F.lit(v)
-
-
 #: At most this many distinct source keys are brought to the driver as an
 #: ``IN`` list for the target scan (zone maps then prune per key, bloom filters
 #: are probed with every key); more keep the range filter only.
@@ -220,23 +216,11 @@ class SourceBounds:
         that is null in every source row)."""
         return any(lo is None for lo, _ in self.bounds.values())
 
-    def target_filter(self):
-        """A Column filter on the target keeping every row that may match
-        (None: no key to bound)."""
-        cond = None
-        for t, (lo, hi) in self.bounds.items():
-            dtype = self.types[t]
-            c = F.col(f"`{t}`")
-            part = (c >= _literal(lo, dtype)) & (c <= _literal(hi, dtype))
-            if t in self.key_sets:
-                part = part & _in_list(t, self.key_sets[t], dtype)
-            cond = part if cond is None else cond & part
-        return cond
-
     def scan_filters(self) -> list:
-        """:meth:`target_filter` as the ``pyspark.sql.datasource`` filters
-        Spark would push for it (for a scan planned in the driver:
-        :func:`lance_ops.spark.frames.planned_scan_frame`)."""
+        """The target rows that may match, as the ``pyspark.sql.datasource``
+        filters Spark would push (``k >= min``, ``k <= max`` per key, ``k IN
+        (keys)`` for a key set) to the target's scan, which the merge plans in
+        the driver (:func:`lance_ops.spark.frames.planned_scan_frame`)."""
         from pyspark.sql.datasource import GreaterThanOrEqual, In, LessThanOrEqual
 
         out = []
@@ -256,30 +240,6 @@ class SourceBounds:
             t, data, nd = self.key_filter
             text += f"; {t} in a bloom filter of ~{nd:,} source keys ({len(data):,} bytes)"
         return text
-
-
-def _sql_literal(v, dtype: T.DataType) -> str | None:
-    """``v`` as Spark SQL literal text (None: no exact text for it)."""
-    import datetime as dt
-
-    if isinstance(dtype, _INTEGRAL) and isinstance(v, int) and not isinstance(v, bool):
-        return f"{v}L" if isinstance(dtype, T.LongType) else str(v)
-    if isinstance(dtype, T.DateType) and isinstance(v, dt.date) and not isinstance(v, dt.datetime):
-        return f"DATE'{v.isoformat()}'"
-    if isinstance(dtype, T.StringType) and isinstance(v, str) and v.isprintable() and not any(ch in v for ch in "'\\"):
-        return f"'{v}'"
-    return None
-
-
-def _in_list(col: str, values: list, dtype: T.DataType):
-    """``col IN (values)`` as ONE expression parsed from SQL text: a
-    ``Column.isin`` of n literals costs n driver round trips to the JVM
-    (1.4 s for 2,000 keys here). Values with no exact literal text fall back
-    to ``isin``."""
-    texts = [_sql_literal(v, dtype) for v in values]
-    if not values or any(x is None for x in texts):
-        return F.col(f"`{col}`").isin(values)
-    return F.expr(f"`{col}` IN ({', '.join(texts)})")
 
 
 def filterable(target_type: T.DataType, source_type: T.DataType) -> bool:

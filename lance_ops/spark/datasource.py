@@ -184,6 +184,14 @@ class ReadOptions:
 # ---------------------------------------------------------------------------
 
 
+def key_filter_option(column: str, data: bytes) -> str:
+    """The ``keyFilter`` option's value for a bloom filter of ``column``'s
+    keys (:mod:`lance_ops.format.keyfilter`)."""
+    import base64
+
+    return f"{column}:{base64.b64encode(data).decode()}"
+
+
 class ScanPartition(InputPartition):
     """Pieces (fragment bytes, start row, end row) one task reads in order."""
 

@@ -10,11 +10,27 @@ sessions; executor errors travel as lance_ops errors (``executor_task``).
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import pyarrow as pa
 
 from .errors import executor_errors, executor_task
+
+
+def task_frame(spark, items: Sequence, fn: Callable[[object], Iterable[pa.RecordBatch]], schema):
+    """A DataFrame of one partition (one Spark task) per item, whose rows are
+    the Arrow batches ``fn(item)`` yields (``schema``: theirs, a StructType or
+    DDL). ``items`` must not be empty."""
+    items = list(items)
+
+    @executor_task
+    def run(batches):
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                yield from fn(items[i])
+
+    n = len(items)
+    return spark.range(0, n, 1, n).mapInArrow(run, schema)
 
 
 def run_tasks(spark, items: Sequence, fn: Callable[[object], list[tuple]], schema: str,
@@ -25,20 +41,16 @@ def run_tasks(spark, items: Sequence, fn: Callable[[object], list[tuple]], schem
     if not items:
         return []
 
-    @executor_task
-    def run(batches):
-        for b in batches:
-            for i in b.column(0).to_pylist():
-                rows = fn(items[i])
-                if rows:
-                    cols = list(zip(*rows))
-                    yield pa.RecordBatch.from_arrays(
-                        [pa.array(list(c), f.type) for c, f in zip(cols, arrow_schema)], schema=arrow_schema
-                    )
+    def batches(item):
+        rows = fn(item)
+        if rows:
+            cols = list(zip(*rows))
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(list(c), f.type) for c, f in zip(cols, arrow_schema)], schema=arrow_schema
+            )
 
-    n = len(items)
     with executor_errors():
-        out = spark.range(0, n, 1, n).mapInArrow(run, schema).collect()
+        out = task_frame(spark, items, batches, schema).collect()
     return [tuple(r) for r in out]
 
 

@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 from ..format.scan import ROW_ADDR, ROW_CREATED, ROW_ID, ROW_UPDATED
 from ..txn.log import Snapshot
 from . import jvm, plans
-from .datasource import DEFAULT_ROWS_PER_PARTITION, register
+from .datasource import DEFAULT_ROWS_PER_PARTITION, key_filter_option, register
 from .types import spark_schema
 
 #: Tasks per core a scan aims for (a few large tasks beat many small ones: each
@@ -320,9 +320,7 @@ def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(R
     if arrow_eval:
         reader = reader.option("arrowEval", arrow_eval)
     if key_filter is not None:
-        import base64
-
-        reader = reader.option("keyFilter", f"{key_filter[0]}:{base64.b64encode(key_filter[1]).decode()}")
+        reader = reader.option("keyFilter", key_filter_option(key_filter[0], key_filter[1]))
     if fragment_ids is not None:
         reader = reader.option("fragmentIds", ",".join(str(i) for i in sorted(set(fragment_ids))))
     cols = snapshot.schema.names if columns is None else list(columns)
@@ -343,23 +341,19 @@ def planned_scan_frame(spark, snapshot: Snapshot, columns: list[str], metadata=(
     ``spark.range(n).mapInArrow`` (:mod:`.fanout`'s way). Why: Spark plans
     a Python data source's read in a Python worker process (~0.08 s a scan
     here, most of a selective job); an internal job that knows its filters
-    in the driver needs none of it. Spark still applies its own filters
-    after the scan; these only read less. Same partitions as the data
-    source (``split_fragments=False``: whole fragments, in order)."""
+    in the driver needs none of it. Spark filters nothing after this scan:
+    the caller's own plan must not need these filters for correctness. Same
+    partitions as the data source (``split_fragments=False``: whole
+    fragments, in order)."""
     from .datasource import LanceScanReaderWithPushdown, ReadOptions
-    from .errors import executor_task
+    from .fanout import task_frame
 
     store = snapshot.store
-    rows = snapshot.num_rows()
-    key_opt = None
-    if key_filter is not None:
-        import base64
-
-        key_opt = f"{key_filter[0]}:{base64.b64encode(key_filter[1]).decode()}"
     opts = ReadOptions(path=store.uri, version=str(snapshot.version), columns=list(columns),
                        metadata=list(metadata), storage_options=dict(store.storage_options),
-                       rows_per_partition=rows_per_partition(spark, rows), split_fragments=split_fragments,
-                       skip_report=skip_report, key_filter=key_opt)
+                       rows_per_partition=rows_per_partition(spark, snapshot.num_rows()),
+                       split_fragments=split_fragments, skip_report=skip_report,
+                       key_filter=key_filter_option(key_filter[0], key_filter[1]) if key_filter else None)
     schema = spark_schema(snapshot.schema, list(columns), list(metadata))
     reader = LanceScanReaderWithPushdown(opts, snapshot.version, schema, store.root, snapshot=snapshot)
     for _ in reader.pushFilters(list(filters)):
@@ -367,15 +361,7 @@ def planned_scan_frame(spark, snapshot: Snapshot, columns: list[str], metadata=(
     parts = [p for p in reader.partitions() if p.pieces]
     if not parts:
         return empty_frame(spark, schema)
-
-    @executor_task
-    def read(batches):
-        for b in batches:
-            for i in b.column(0).to_pylist():
-                yield from reader.read(parts[i])
-
-    n = len(parts)
-    return spark.range(0, n, 1, n).mapInArrow(read, schema)
+    return task_frame(spark, parts, lambda part: reader.read(part), schema)
 
 
 class SkipReport:
