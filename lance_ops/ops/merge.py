@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 
 from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..format.scan import ROW_ADDR
+from ..spark.background import in_background
 from ..spark.constraints import referenced, specs_for, with_checks
 from ..spark.frames import (
     SkipReport,
@@ -203,8 +204,10 @@ DEFAULT_BROADCAST_SOURCE_ROWS = 2_000_000
 
 def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list[Clause], schema_evolution: bool):
     """``prepare(snapshot) -> StagedCommit`` of a merge. Everything is checked
-    before any work: the column mapping, and every clause's SQL analyzed by
-    Spark against the target as schema evolution will leave it (in memory).
+    before anything is written: the column mapping here, and every clause's
+    SQL analyzed by Spark against the target as schema evolution will leave
+    it (in memory) as each prepare begins -- while the source's statistics
+    job runs (:meth:`MergePlan.requests`) -- once per table version.
     With schema evolution the new columns are committed by a schema-only
     Merge just before the merge's Update (pylance's schema-only add_columns),
     both after all data is written: a failed merge commits nothing."""
@@ -214,13 +217,9 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
         raise InvalidArgumentError("merge needs a condition, e.g. 't.id = s.id'")
     check_clause_order(clauses)
     new_fields = _new_columns(snapshot, source, clauses, schema_evolution)
-    with recording_inspection() as seen:
-        first = MergePlan(spark, _evolved(snapshot, new_fields)[0], source, condition, clauses, disk=snapshot,
-                          checks=specs_for(snapshot))
-        #: per version: (the target columns read, the clauses' Columns)
-        analyzed = {snapshot.version: (first.analyze(), first.assignments)}
-    #: how that analysis read the plan: reported again when prepare reuses it
-    analyzed_how = set(seen)
+    #: per version: (the target columns read, the clauses' Columns, how that
+    #: analysis read the plan -- reported again when a re-run reuses it)
+    analyzed: dict[int, tuple] = {}
     params = {"condition": describe(condition), "clauses": " | ".join(c.describe() for c in clauses)}
     if new_fields:
         params["addedColumns"] = ", ".join(f.name for f in new_fields)
@@ -230,13 +229,13 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
         snap, add_columns = _evolved(disk, new_fields)
         specs = specs_for(disk)
         # (the columns read and the clauses' Columns: made above when the version is the same)
-        narrow, assignments = analyzed.get(disk.version, (None, None))
+        narrow, assignments, analyzed_how = analyzed.get(disk.version, (None, None, ()))
         plan = MergePlan(spark, snap, source, condition, clauses, disk=disk, checks=specs, assignments=assignments)
         try:
-            if narrow is not None:
-                for how in analyzed_how:
-                    record_inspection(how)
+            for how in analyzed_how:
+                record_inspection(how)
             work = plan.requests(broadcast_limit=limit, narrow=narrow)
+            analyzed.setdefault(disk.version, (plan.narrow, plan.assignments, plan.analyzed_how))
             matched = [c for c in clauses if c.kind == MATCHED]
             only_unconditional_delete = len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None
             ctx = change_context(spark, snap, assigned=plan.assigned_any, allow_duplicate_matches=only_unconditional_delete,
@@ -369,6 +368,10 @@ class MergePlan:
         self.pruned_by: str | None = None
         self.reads_nothing = False
         self._src_types: dict | None = None
+        #: the target columns read (:meth:`analyze`) and how that analysis
+        #: read the plan (set by :meth:`requests`)
+        self.narrow: list[str] | None = None
+        self.analyzed_how: frozenset = frozenset()
 
     # --------------------------------------------------------------- analysis
     def analyze(self) -> list[str]:
@@ -415,14 +418,31 @@ class MergePlan:
     # -------------------------------------------------------------- requests
     def requests(self, broadcast_limit: int, narrow: list[str] | None = None) -> "MergeWork":
         """How to run the merge (:class:`MergeWork`); ``narrow``:
-        :meth:`analyze`'s answer when already known."""
-        narrow = self.analyze() if narrow is None else narrow
+        :meth:`analyze`'s answer when already known. The source's statistics
+        job (:meth:`_source_bounds`, after materializing a source that is
+        not replayable) runs on a second thread while the clauses are
+        analyzed: neither needs the other, and each costs a selective merge
+        about as much as its target scan."""
+
+        def source_and_bounds():
+            src = self._source()  # (materialized first when not replayable)
+            return src, self._source_bounds(src)
+
+        pending = in_background(self.spark, source_and_bounds)
+        try:
+            if narrow is None:
+                with recording_inspection() as seen:
+                    narrow = self.analyze()
+                self.analyzed_how = frozenset(seen)
+        except BaseException:
+            pending.cancel()  # (bad SQL: raised now, not after a scan of the source)
+            raise
+        self.narrow = narrow
         key = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.spark_partition_id()).otherwise(
             F.shiftright(F.col(ROW_ADDR), 32)
         )
         cond = as_column(self.condition)
-        src = self._source()
-        bounds = self._source_bounds(src)
+        src, bounds = pending.result()
         source_rows = bounds.rows
         broadcast = broadcast_limit > 0 and source_rows <= broadcast_limit
         target = self._target(narrow, bounds, whole_fragments=broadcast)
@@ -582,10 +602,12 @@ class MergePlan:
     def _broadcast_join(self, target: DataFrame, src: DataFrame, cond) -> tuple[DataFrame, dict]:
         """(the target streamed through a hash join with the broadcast source,
         the presence condition of each clause kind it covers)."""
+        if NOT_MATCHED_BY_SOURCE not in self.kinds:
+            # an inner join: every row is a matched pair (presence None: always)
+            return target.alias("t").join(F.broadcast(src.alias("s")), cond, "inner"), {MATCHED: None}
         s = F.broadcast(src.withColumn(S_PRESENT, F.lit(True)).alias("s"))
-        how = "left_outer" if NOT_MATCHED_BY_SOURCE in self.kinds else "inner"
         s_in = F.col(f"s.{S_PRESENT}").isNotNull()
-        return target.alias("t").join(s, cond, how), {MATCHED: s_in, NOT_MATCHED_BY_SOURCE: ~s_in}
+        return target.alias("t").join(s, cond, "left_outer"), {MATCHED: s_in, NOT_MATCHED_BY_SOURCE: ~s_in}
 
     def _broadcast_requests(self, target: DataFrame, src: DataFrame, cond) -> tuple[DataFrame, bool]:
         """(requests, whether inserts are keyed by source row id).
@@ -607,7 +629,8 @@ class MergePlan:
 
     def _select(self, joined: DataFrame, presence: dict, rowaddr, markers: bool = False,
                 source_id: bool = False, keep_matched: bool = False) -> DataFrame:
-        """Evaluate the clauses whose kind ``presence`` covers: which clause
+        """Evaluate the clauses whose kind ``presence`` covers (kind -> the
+        condition that the row is of that kind; None: every row is): which clause
         applies (first in order), the action and every column's new value.
         ``markers``: each matched row also yields a marker row (action
         :data:`MATCH_MARK`, no row address) -- one ``inline`` generator in
@@ -618,15 +641,16 @@ class MergePlan:
         for i, c in enumerate(self.clauses):
             if c.kind not in presence:
                 continue
-            cond = self._condition(i)
-            applies = presence[c.kind] if cond is None else presence[c.kind] & cond
+            cond, present = self._condition(i), presence[c.kind]
+            applies = [x for x in (present, cond) if x is not None]
+            applies = F.lit(True) if not applies else applies[0] if len(applies) == 1 else applies[0] & applies[1]
             which = F.when(applies, F.lit(i)) if which is None else which.when(applies, F.lit(i))
         which = F.lit(None).cast("int") if which is None else which
         joined = joined.withColumn(CLAUSE, which)
-        if markers or keep_matched:
-            joined = joined.where(F.col(CLAUSE).isNotNull() | presence[MATCHED])
-        else:
+        if not (markers or keep_matched):
             joined = joined.where(F.col(CLAUSE).isNotNull())
+        elif presence[MATCHED] is not None:  # (None: every row is a matched pair, all kept)
+            joined = joined.where(F.col(CLAUSE).isNotNull() | presence[MATCHED])
         code = {"update": UPDATE, "delete": DELETE, "insert": INSERT_ACTION}
         # (each Column built once: every F call is a JVM round trip)
         hits = {i: F.col(CLAUSE) == i for i, c in enumerate(self.clauses) if c.kind in presence}
@@ -657,6 +681,7 @@ class MergePlan:
             request = F.struct(rowaddr.cast("long").alias(ROW_ADDR), action.alias(ACTION))
             mark = F.struct(F.lit(None).cast("long").alias(ROW_ADDR), F.lit(MATCH_MARK).alias(ACTION))
             has, matched = F.col(CLAUSE).isNotNull(), presence[MATCHED]
+            matched = F.lit(True) if matched is None else matched
             pairs = (F.when(has & matched, F.array(request, mark)).when(matched, F.array(mark))
                      .otherwise(F.array(request)))
             head = [F.inline(pairs)]

@@ -37,6 +37,17 @@ def _tag_part(text: str) -> str:
     return re.sub(r"[,\s]+", "_", text) or "_"
 
 
+#: The tag of the innermost step running on this thread (see :func:`current_step_tag`).
+_current = threading.local()
+
+
+def current_step_tag() -> str | None:
+    """The tag every Spark job of the innermost :func:`spark_job` step running
+    on this thread carries (None outside one): cancelling it stops that
+    step's jobs only."""
+    return getattr(_current, "tag", None)
+
+
 def operation_tag(operation: str) -> str:
     """The tag of every job of one kind of operation (``lance_ops-delete``)."""
     return f"{TAG}-{_tag_part(operation)}"
@@ -72,9 +83,12 @@ def spark_job(spark, operation: str, uri: str, version: int | None, step: str = 
                 monitor.start()
             else:
                 handler = _connect_progress(spark, label, interval)
+            outer = current_step_tag()
+            _current.tag = step_tag
             try:
                 yield JobLabel(desc, step_tag)
             finally:
+                _current.tag = outer
                 stop.set()
                 if monitor is not None:
                     monitor.join(timeout=5)

@@ -72,6 +72,36 @@ def test_insert_clause_naming_a_target_column_is_refused(spark, table, strategy,
     assert lance.dataset(table).version == 1
 
 
+def test_bad_sql_is_raised_while_the_source_statistics_job_runs(spark, table):
+    """The clauses are analyzed while the source's statistics job runs on a
+    second thread: a clause Spark cannot analyze fails the merge at once --
+    the statistics job (here: a source whose key takes 60 s per row to
+    compute) is cancelled, not awaited -- and no version is written."""
+    import time
+
+    from lance_ops.spark import jvm
+
+    @F.udf("long")
+    def slow(x):
+        import time as _t
+
+        _t.sleep(60)
+        return x
+
+    t = LanceTable(spark, table)
+    s = src(spark, [(1, 5, "x")]).withColumn("id", slow("id"))
+    began = time.monotonic()
+    with pytest.raises(AnalysisException, match="(?i)unresolved|cannot be resolved"):
+        t.merge(s, "t.id = s.id").whenMatchedUpdate(set={"v": "s.no_such_column"}).execute()
+    assert time.monotonic() - began < 45  # (the statistics job alone takes 60 s)
+    assert lance.dataset(table).version == 1
+    if not jvm.is_connect(spark):
+        deadline = time.monotonic() + 30
+        while spark.sparkContext.statusTracker().getActiveJobsIds() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not spark.sparkContext.statusTracker().getActiveJobsIds()
+
+
 def test_unqualified_names_resolve_in_the_clause_scope(spark, table, strategy):
     """``v`` alone is the source's in an insert and the target's in a BY SOURCE
     clause (ambiguous only where both are in scope), under both strategies."""
