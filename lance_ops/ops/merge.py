@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 
 from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..format.scan import ROW_ADDR
+from ..spark import sqltext as sql
 from ..spark.background import in_background
 from ..spark.constraints import referenced, specs_for, with_checks
 from ..spark.frames import (
@@ -345,14 +346,16 @@ class MergePlan:
         table_spark = table_spark_schema(snap)
         self.types = {f.name: f.dataType for f in table_spark.fields}
         self.table_cols = [f.name for f in table_spark.fields]
-        #: Per clause: target column -> its new value (a Column; Columns are
-        #: immutable, so a plan of the same version may pass them on).
+        #: Per clause: target column -> its new value (SQL text or a Column;
+        #: both immutable, so a plan of the same version may pass them on).
         self.assignments: list[dict] = assignments or []
         for c in clauses if assignments is None else ():
             if c.all_columns:
-                self.assignments.append({col: F.col(f"s.`{col}`") for col in self.table_cols})
+                self.assignments.append({col: sql.column(col, "s") for col in self.table_cols})
             else:
-                self.assignments.append({k: as_column(v) for k, v in (c.assignments or {}).items()})
+                # (SQL strings stay text: see lance_ops.spark.sqltext)
+                self.assignments.append({k: v if isinstance(v, str) else as_column(v)
+                                         for k, v in (c.assignments or {}).items()})
         update_idx = [i for i, c in enumerate(clauses) if c.action == "update"]
         wanted = {k for i in update_idx for k in self.assignments[i]}
         #: Columns some update clause assigns (the rest are read back by offset).
@@ -390,7 +393,7 @@ class MergePlan:
         for i, c in enumerate(self.clauses):
             exprs = ([c.condition] if c.condition is not None else []) + list(self.assignments[i].values())
             if exprs:
-                _ = scope[c.kind].select(*[as_column(e) for e in exprs]).schema  # forces analysis (lazy in Connect)
+                _ = sql.select(scope[c.kind], exprs).schema  # forces analysis (lazy in Connect)
                 in_scope[c.kind] += exprs
         referenced: set[str] = set()
         for kind in (MATCHED, NOT_MATCHED_BY_SOURCE):  # (insert clauses read no target column)
@@ -438,9 +441,9 @@ class MergePlan:
             pending.cancel()  # (bad SQL: raised now, not after a scan of the source)
             raise
         self.narrow = narrow
-        key = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.spark_partition_id()).otherwise(
-            F.shiftright(F.col(ROW_ADDR), 32)
-        )
+        # the group of a request in the shuffle by fragment (inserts: spread over the tasks)
+        addr = sql.quoted(ROW_ADDR)
+        key = f"CASE WHEN {addr} IS NULL THEN -1 - spark_partition_id() ELSE shiftright({addr}, 32) END"
         cond = as_column(self.condition)
         src, bounds = pending.result()
         source_rows = bounds.rows
@@ -460,10 +463,9 @@ class MergePlan:
                     # inserts and the markers of matched source rows meet in the
                     # group of their source row
                     groups = max(1, 2 * total_cores(self.spark))
-                    k = F.when(F.col(ROW_ADDR).isNull(), F.lit(-1) - F.pmod(F.col(SOURCE_ID), F.lit(groups))).otherwise(
-                        F.shiftright(F.col(ROW_ADDR), 32)
-                    )
-                return requests, k
+                    k = (f"CASE WHEN {addr} IS NULL THEN -1 - pmod({sql.quoted(SOURCE_ID)}, {groups}) "
+                         f"ELSE shiftright({addr}, 32) END")
+                return requests, F.expr(k)
 
             return MergeWork(source_rows, grouped, aligned, candidates)
         src = self._scoped(src, NOT_MATCHED, "s").withColumn(S_PRESENT, F.lit(True))
@@ -476,10 +478,12 @@ class MergePlan:
             joined = s.join(t, cond, "left_outer")
         else:
             joined = t.join(s, cond, "inner")
-        t_in, s_in = F.col(f"t.{T_PRESENT}").isNotNull(), F.col(f"s.{S_PRESENT}").isNotNull()
-        presence = {MATCHED: t_in & s_in, NOT_MATCHED: s_in & ~t_in, NOT_MATCHED_BY_SOURCE: t_in & ~s_in}
-        requests = self._select(joined, presence, F.col(f"t.{ROW_ADDR}"))
-        return MergeWork(source_rows, lambda: (requests, key))
+        t_in, s_in = sql.column(T_PRESENT, "t") + " IS NOT NULL", sql.column(S_PRESENT, "s") + " IS NOT NULL"
+        t_out, s_out = sql.column(T_PRESENT, "t") + " IS NULL", sql.column(S_PRESENT, "s") + " IS NULL"
+        presence = {MATCHED: sql.and_(t_in, s_in), NOT_MATCHED: sql.and_(s_in, t_out),
+                    NOT_MATCHED_BY_SOURCE: sql.and_(t_in, s_out)}
+        requests = self._select(joined, presence, sql.column(ROW_ADDR, "t"))
+        return MergeWork(source_rows, lambda: (requests, F.expr(key)))
 
     def _source_bounds(self, src: DataFrame) -> SourceBounds:
         """The source's row count and, when the target may be pruned, the
@@ -532,11 +536,11 @@ class MergePlan:
             if c.kind != kind:
                 continue
             if c.condition is not None:
-                cols.append(as_column(c.condition).alias(f"{SCOPED}c{i}"))
+                cols.append(sql.aliased(c.condition, f"{SCOPED}c{i}"))
             for j, col in enumerate(self.table_cols):
                 if col in self.assignments[i]:
-                    cols.append(self._typed(i, col).alias(f"{SCOPED}v{i}_{j}"))
-        return frame.alias(alias).select("*", *cols) if cols else frame
+                    cols.append(sql.aliased(self._typed(i, col), f"{SCOPED}v{i}_{j}"))
+        return sql.select(frame.alias(alias), ["*", *cols]) if cols else frame
 
     def _typed(self, i: int, col: str):
         """Clause ``i``'s value for ``col`` in the column's type (no cast for
@@ -544,7 +548,7 @@ class MergePlan:
         value = self.assignments[i][col]
         if self.clauses[i].all_columns and self._source_types().get(col) == self.types[col]:
             return value
-        return value.cast(self.types[col])
+        return sql.cast(value, self.types[col])
 
     def _source_types(self) -> dict:
         if self._src_types is None:
@@ -555,12 +559,12 @@ class MergePlan:
         c = self.clauses[i]
         if c.condition is None:
             return None
-        return as_column(c.condition) if c.kind == MATCHED else F.col(f"{SCOPED}c{i}")
+        return c.condition if c.kind == MATCHED else sql.column(f"{SCOPED}c{i}")
 
     def _value(self, i: int, col: str):
         if self.clauses[i].kind == MATCHED:
             return self._typed(i, col)
-        return F.col(f"{SCOPED}v{i}_{self.table_cols.index(col)}")
+        return sql.column(f"{SCOPED}v{i}_{self.table_cols.index(col)}")
 
     def _source(self) -> DataFrame:
         """The source with a per-row id that is the same however often the
@@ -593,11 +597,11 @@ class MergePlan:
         the bare source: matched clauses never read the insert clauses'
         values, which only ``scoped()`` (the candidates' source) computes."""
         joined, presence = self._broadcast_join(target, src, cond)
-        requests = self._select(joined, presence, F.col(f"t.{ROW_ADDR}"), keep_matched=True)
+        requests = self._select(joined, presence, sql.column(ROW_ADDR, "t"), keep_matched=True)
         if NOT_MATCHED not in self.kinds:
             return requests, None
-        return requests, lambda: self._select(scoped().alias("s"), {NOT_MATCHED: F.lit(True)},
-                                              F.lit(None).cast("long"), source_id=True)
+        return requests, lambda: self._select(scoped().alias("s"), {NOT_MATCHED: None}, "CAST(NULL AS BIGINT)",
+                                              source_id=True)
 
     def _broadcast_join(self, target: DataFrame, src: DataFrame, cond) -> tuple[DataFrame, dict]:
         """(the target streamed through a hash join with the broadcast source,
@@ -606,8 +610,9 @@ class MergePlan:
             # an inner join: every row is a matched pair (presence None: always)
             return target.alias("t").join(F.broadcast(src.alias("s")), cond, "inner"), {MATCHED: None}
         s = F.broadcast(src.withColumn(S_PRESENT, F.lit(True)).alias("s"))
-        s_in = F.col(f"s.{S_PRESENT}").isNotNull()
-        return target.alias("t").join(s, cond, "left_outer"), {MATCHED: s_in, NOT_MATCHED_BY_SOURCE: ~s_in}
+        s_in = sql.column(S_PRESENT, "s")
+        return (target.alias("t").join(s, cond, "left_outer"),
+                {MATCHED: f"{s_in} IS NOT NULL", NOT_MATCHED_BY_SOURCE: f"{s_in} IS NULL"})
 
     def _broadcast_requests(self, target: DataFrame, src: DataFrame, cond) -> tuple[DataFrame, bool]:
         """(requests, whether inserts are keyed by source row id).
@@ -622,9 +627,9 @@ class MergePlan:
         One scan of the target, one shuffle, no checkpoint."""
         joined, presence = self._broadcast_join(target, src, cond)
         if NOT_MATCHED not in self.kinds:
-            return self._select(joined, presence, F.col(f"t.{ROW_ADDR}")), False
-        target_side = self._select(joined, presence, F.col(f"t.{ROW_ADDR}"), markers=True)
-        candidates = self._select(src.alias("s"), {NOT_MATCHED: F.lit(True)}, F.lit(None).cast("long"), source_id=True)
+            return self._select(joined, presence, sql.column(ROW_ADDR, "t")), False
+        target_side = self._select(joined, presence, sql.column(ROW_ADDR, "t"), markers=True)
+        candidates = self._select(src.alias("s"), {NOT_MATCHED: None}, "CAST(NULL AS BIGINT)", source_id=True)
         return target_side.unionByName(candidates), True
 
     def _select(self, joined: DataFrame, presence: dict, rowaddr, markers: bool = False,
@@ -636,58 +641,50 @@ class MergePlan:
         :data:`MATCH_MARK`, no row address) -- one ``inline`` generator in
         the same projection, so no extra pass; ``keep_matched``: a matched
         pair no clause applies to is kept, with a null action; ``source_id``
-        (implied by both) keeps the source row id."""
-        which = None
+        (implied by both) keeps the source row id. Built as SQL text where
+        the clauses are (:mod:`lance_ops.spark.sqltext`)."""
+        branches = []
         for i, c in enumerate(self.clauses):
-            if c.kind not in presence:
-                continue
-            cond, present = self._condition(i), presence[c.kind]
-            applies = [x for x in (present, cond) if x is not None]
-            applies = F.lit(True) if not applies else applies[0] if len(applies) == 1 else applies[0] & applies[1]
-            which = F.when(applies, F.lit(i)) if which is None else which.when(applies, F.lit(i))
-        which = F.lit(None).cast("int") if which is None else which
-        joined = joined.withColumn(CLAUSE, which)
+            if c.kind in presence:
+                applies = sql.and_(presence[c.kind], self._condition(i))
+                branches.append(("TRUE" if applies is None else applies, str(i)))
+        which = sql.case_when(branches) if branches else "CAST(NULL AS INT)"
+        joined = joined.withColumn(CLAUSE, as_column(which))
+        clause = sql.column(CLAUSE)
         if not (markers or keep_matched):
-            joined = joined.where(F.col(CLAUSE).isNotNull())
+            joined = joined.where(f"{clause} IS NOT NULL")
         elif presence[MATCHED] is not None:  # (None: every row is a matched pair, all kept)
-            joined = joined.where(F.col(CLAUSE).isNotNull() | presence[MATCHED])
+            joined = joined.where(as_column(sql.or_(f"{clause} IS NOT NULL", presence[MATCHED])))
         code = {"update": UPDATE, "delete": DELETE, "insert": INSERT_ACTION}
-        # (each Column built once: every F call is a JVM round trip)
-        hits = {i: F.col(CLAUSE) == i for i, c in enumerate(self.clauses) if c.kind in presence}
-        action = None
-        for i, hit in hits.items():
-            lit = F.lit(code[self.clauses[i].action])
-            action = F.when(hit, lit) if action is None else action.when(hit, lit)
-        action = F.lit(None).cast("string") if action is None else action
+        hits = {i: f"{clause} = {i}" for i, c in enumerate(self.clauses) if c.kind in presence}
+        action = sql.case_when([(hit, f"'{code[self.clauses[i].action]}'") for i, hit in hits.items()]) \
+            if hits else "CAST(NULL AS STRING)"
         columns = []
         for col in self.table_cols:
-            expr = None
+            values = []
             for i, c in enumerate(self.clauses):
                 if c.kind not in presence or c.action == "delete":
                     continue
                 if col in self.assignments[i]:
-                    value = self._value(i, col)
+                    values.append((hits[i], self._value(i, col)))
                 elif c.action == "update" and (col in self.assigned_any or col in self.checked):
                     # keeps its old value in this clause (columns no clause
                     # assigns are read back from the fragment by the task; the
                     # old value here feeds the constraint checks)
-                    value = F.col(f"t.`{col}`")  # (read with the table's type)
-                else:
-                    continue
-                expr = F.when(hits[i], value) if expr is None else expr.when(hits[i], value)
-            columns.append((expr if expr is not None else F.lit(None).cast(self.types[col])).alias(col))
-        extra = [F.col(f"s.{SOURCE_ID}").alias(SOURCE_ID)] if markers or source_id or keep_matched else []
+                    values.append((hits[i], sql.column(col, "t")))  # (read with the table's type)
+            columns.append(sql.aliased(sql.case_when(values) if values else sql.null_of(self.types[col]), col))
+        extra = [sql.aliased(sql.column(SOURCE_ID, "s"), SOURCE_ID)] if markers or source_id or keep_matched else []
         if markers:
-            request = F.struct(rowaddr.cast("long").alias(ROW_ADDR), action.alias(ACTION))
+            request = F.struct(as_column(rowaddr).cast("long").alias(ROW_ADDR), as_column(action).alias(ACTION))
             mark = F.struct(F.lit(None).cast("long").alias(ROW_ADDR), F.lit(MATCH_MARK).alias(ACTION))
-            has, matched = F.col(CLAUSE).isNotNull(), presence[MATCHED]
-            matched = F.lit(True) if matched is None else matched
+            has = F.col(CLAUSE).isNotNull()
+            matched = F.lit(True) if presence[MATCHED] is None else as_column(presence[MATCHED])
             pairs = (F.when(has & matched, F.array(request, mark)).when(matched, F.array(mark))
                      .otherwise(F.array(request)))
             head = [F.inline(pairs)]
         else:
-            head = [rowaddr.alias(ROW_ADDR), action.alias(ACTION)]
-        out = joined.select(*head, *columns, *extra)
+            head = [sql.aliased(rowaddr, ROW_ADDR), sql.aliased(action, ACTION)]
+        out = sql.select(joined, [*head, *columns, *extra])
         return with_checks(out, self.checks)
 
     def release(self) -> None:

@@ -86,6 +86,15 @@ def as_column(e) -> Column:
     raise TypeError(f"expected a Spark SQL string or a Column, got {type(e).__name__}")
 
 
+def select_exprs(frame: DataFrame, exprs: list) -> DataFrame:
+    """``frame.select(exprs)`` (SQL strings or Columns): one ``selectExpr``
+    when all are strings -- Spark parses them in one call, where each Column
+    built from SQL costs round trips of its own (:mod:`.sqltext`)."""
+    if all(isinstance(e, str) for e in exprs):
+        return frame.selectExpr(*exprs)
+    return frame.select(*[as_column(e) for e in exprs])
+
+
 def describe(e) -> str:
     """Readable text of a condition / expression (for history())."""
     if e is None:
@@ -235,10 +244,10 @@ def referenced_attributes(frame: DataFrame, exprs: Iterable) -> set[int] | None:
     ``frame`` (None where the JVM plan is not reachable, e.g. Spark Connect:
     expression ids of separately analyzed Connect plans do not line up).
     Raises Spark's own error for bad SQL."""
-    cols = [as_column(e) for e in exprs]
+    cols = list(exprs)
     if not cols:
         return set()
-    projected = frame.select(*cols)
+    projected = select_exprs(frame, cols)
     try:
         refs = jvm.analyzed_references(projected)
     except Exception:
@@ -257,7 +266,7 @@ def referenced_alias_columns(frame: DataFrame, exprs: Iterable, alias: str, targ
     expression ids on a classic session; under Connect both come from one
     EXPLAIN text (ids of separately analyzed Connect plans do not line up).
     None: cannot tell (the caller reads every column)."""
-    cols = [as_column(e) for e in exprs]
+    cols = list(exprs)
     if not cols:
         return set()
     if not jvm.is_connect(frame.sparkSession):
@@ -266,7 +275,7 @@ def referenced_alias_columns(frame: DataFrame, exprs: Iterable, alias: str, targ
             return None
         out = output_attributes(target)
         return {out[i] for i in ids if i in out}
-    projected = frame.select(*cols)
+    projected = select_exprs(frame, cols)
     _ = projected.schema
     try:
         analyzed = plans.explain_sections(projected).get("Analyzed Logical Plan", "")
