@@ -33,7 +33,6 @@ from __future__ import annotations
 import re
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 _NAME = r"`?([A-Za-z_][A-Za-z0-9_]*)`?"
@@ -320,6 +319,7 @@ def _source_stats(source: DataFrame, cols: list[str], sets: list[str], bloom: st
     from ..format import keyfilter
     from ..spark.errors import executor_task
     from ..spark.frames import total_cores
+    from ..spark.sqltext import quoted
 
     slots = max(1, 2 * total_cores(source.sparkSession))
     set_cols = set(sets) | ({bloom} if bloom is not None else set())
@@ -374,7 +374,7 @@ def _source_stats(source: DataFrame, cols: list[str], sets: list[str], bloom: st
                 out["sets"][c] = None
         yield pa.RecordBatch.from_pydict({"p": pa.array([pickle.dumps(out)], pa.binary())})
 
-    frame = source.select(*[F.col(f"`{c}`") for c in cols]) if cols else source.select(F.lit(1).alias("_one"))
+    frame = source.selectExpr(*[quoted(c) for c in cols] or ["1 AS _one"])
     rows = frame.coalesce(slots).mapInArrow(partial, "p binary").collect()
     parts = [pickle.loads(bytes(r[0])) for r in rows]
     return _Stats(parts, cols, sets, bloom)
