@@ -204,19 +204,24 @@ def _monitor(tracker, group: str, label: str, stop: threading.Event, interval: f
     reported: set[int] = set()
     first_seen: dict[int, float] = {}
     last_line: dict[int, float] = {}
+    #: job id -> its stage ids (fixed when the job is submitted; each status
+    #: tracker call is JVM round trips, and the last poll delays the operation)
+    stages_of: dict[int, list[int]] = {}
     try:
         while True:
-            final = stop.wait(0.25)
+            final = stop.wait(0.5)
             now = time.monotonic()
             try:
                 job_ids = tracker.getJobIdsForGroup(group)
             except Exception:
                 return
             for job_id in job_ids:
-                job = tracker.getJobInfo(job_id)
-                if job is None:
-                    continue
-                for stage_id in job.stageIds:
+                if job_id not in stages_of:
+                    job = tracker.getJobInfo(job_id)
+                    if job is None:
+                        continue
+                    stages_of[job_id] = list(job.stageIds)
+                for stage_id in stages_of[job_id]:
                     if stage_id in reported:
                         continue
                     info = tracker.getStageInfo(stage_id)
