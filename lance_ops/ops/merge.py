@@ -229,7 +229,7 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
     def prepare(disk: Snapshot) -> StagedCommit:
         snap, add_columns = _evolved(disk, new_fields)
         specs = specs_for(disk)
-        # (the columns read and the clauses' Columns: made above when the version is the same)
+        # (the columns read and the clauses' values: from an earlier attempt at the same version)
         narrow, assignments, analyzed_how = analyzed.get(disk.version, (None, None, ()))
         plan = MergePlan(spark, snap, source, condition, clauses, disk=disk, checks=specs, assignments=assignments)
         try:
@@ -441,11 +441,11 @@ class MergePlan:
             pending.cancel()  # (bad SQL: raised now, not after a scan of the source)
             raise
         self.narrow = narrow
+        src, bounds = pending.result()
         # the group of a request in the shuffle by fragment (inserts: spread over the tasks)
         addr = sql.quoted(ROW_ADDR)
         key = f"CASE WHEN {addr} IS NULL THEN -1 - spark_partition_id() ELSE shiftright({addr}, 32) END"
         cond = as_column(self.condition)
-        src, bounds = pending.result()
         source_rows = bounds.rows
         broadcast = broadcast_limit > 0 and source_rows <= broadcast_limit
         target = self._target(narrow, bounds, whole_fragments=broadcast)
