@@ -19,19 +19,51 @@ path and record that they did (``planInspection`` in the operation metrics).
 """
 from __future__ import annotations
 
-import contextlib
 import io
 import re
+import sys
+import threading
 
 _SECTION = re.compile(r"^== (.+?) ==\s*$", re.M)
 
 
+#: One ``explain`` capture at a time (see :class:`_ThisThreadTo`).
+_capturing = threading.Lock()
+
+
+class _ThisThreadTo(io.TextIOBase):
+    """``sys.stdout`` while one thread's ``explain`` output is captured: that
+    thread's writes go to the buffer, every other thread's to the stream
+    that was there (``contextlib.redirect_stdout`` would take theirs too: a
+    merge explains its source on a second thread while the first explains
+    the clauses' plans under Spark Connect, and each must get its own)."""
+
+    def __init__(self, buf: io.StringIO, other):
+        super().__init__()
+        self._buf, self._other, self._ident = buf, other, threading.get_ident()
+
+    def write(self, text: str) -> int:
+        return (self._buf if threading.get_ident() == self._ident else self._other).write(text)
+
+    def flush(self) -> None:
+        self._other.flush()
+
+    def __getattr__(self, name):  # (encoding, fileno, ... of the real stream)
+        return getattr(self._other, name)
+
+
 def explain_sections(df) -> dict[str, str]:
     """``{"Parsed Logical Plan": text, "Analyzed Logical Plan": ..., ...}``
-    of ``df.explain(True)`` (public API: the same on classic and Connect)."""
+    of ``df.explain(True)`` (public API: the same on classic and Connect),
+    safe to call from several threads at once."""
     buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        df.explain(True)
+    with _capturing:
+        prev = sys.stdout
+        sys.stdout = _ThisThreadTo(buf, prev)
+        try:
+            df.explain(True)
+        finally:
+            sys.stdout = prev
     return split_sections(buf.getvalue())
 
 

@@ -69,3 +69,41 @@ def test_merge_target_columns_explain_matches_catalyst(spark, exprs):
     text_ids, text_out = plans.project_reference_ids(analyzed), plans.aliased_relation_output(analyzed, "t")
     assert text_ids is not None and text_out is not None
     assert {text_out[i] for i in text_ids if i in text_out} == catalyst
+
+
+def test_explain_text_is_captured_per_thread(spark, capsys):
+    """Two threads explaining at once (a merge explains its source on a
+    second thread while the first explains its clauses, under Spark Connect)
+    each get their own plan's text, and a third thread's prints still reach
+    stdout."""
+    import threading
+
+    frames = {name: spark.createDataFrame([], f"{name} long").selectExpr(f"{name} + 1 AS {name}_out")
+              for name in ("alpha_col", "beta_col")}
+    wrong: list[str] = []
+    stop = threading.Event()
+
+    def explain_many(name):
+        for _ in range(15):
+            text = plans.explain_sections(frames[name]).get("Analyzed Logical Plan", "")
+            other = next(n for n in frames if n != name)
+            if f"{name}_out" not in text or other in text:
+                wrong.append(name)
+
+    def chatter():
+        while not stop.is_set():
+            print("chatter-line")
+            stop.wait(0.001)
+
+    talker = threading.Thread(target=chatter)
+    talker.start()
+    threads = [threading.Thread(target=explain_many, args=(n,)) for n in frames]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    stop.set()
+    talker.join()
+    assert not wrong
+    out = capsys.readouterr().out
+    assert "chatter-line" in out and "Analyzed Logical Plan" not in out
