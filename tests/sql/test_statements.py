@@ -1,5 +1,6 @@
 """SQL statements against the Python API (and pylance) they map to: same
 version, same rows, same row ids and lineage; Delta's result shapes."""
+import datetime
 import shutil
 
 import lance
@@ -303,8 +304,11 @@ def test_tags_time_travel_and_read_only(spark, trio):
                 f"lance.`{s}` VERSION AS OF 'before_delete'", f"t@v{v2}", "t@before_delete"):
         assert run(spark, count.format(ref), tables={"t": s}).head()[0] == n_old, ref
     assert run(spark, count.format(f"lance.`{s}`")).head()[0] == n_now
-    ts = lance.dataset(s, version=v2).versions()[v2 - 1]["timestamp"]
-    when = ts.strftime("%Y-%m-%d %H:%M:%S.%f")
+    # v2's commit time, exact to the microsecond (the manifest's nanoseconds truncated). Not pylance's
+    # versions(): it takes the microseconds of a float (nanos % 1e9), 1 us early now and then -- then
+    # v2 is after the given time (seen in CI) -- and a local-time naive datetime.
+    ts = next(r for r in LanceTable(spark, s).table.history() if r["version"] == v2)["timestamp"]
+    when = ts.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     got = run(spark, f"SELECT count(*) FROM lance.`{s}` TIMESTAMP AS OF '{when}'").head()[0]
     assert got == n_old
