@@ -654,7 +654,7 @@ class MergePlan:
         if not (markers or keep_matched):
             joined = joined.where(f"{clause} IS NOT NULL")
         elif presence[MATCHED] is not None:  # (None: every row is a matched pair, all kept)
-            joined = joined.where(as_column(sql.or_(f"{clause} IS NOT NULL", presence[MATCHED])))
+            joined = joined.where(sql.or_(f"{clause} IS NOT NULL", presence[MATCHED]))
         code = {"update": UPDATE, "delete": DELETE, "insert": INSERT_ACTION}
         hits = {i: f"{clause} = {i}" for i, c in enumerate(self.clauses) if c.kind in presence}
         action = sql.case_when([(hit, f"'{code[self.clauses[i].action]}'") for i, hit in hits.items()]) \

@@ -50,29 +50,26 @@ def _texts(*es) -> bool:
     return all(isinstance(e, str) for e in es if e is not None)
 
 
+def _joined(word: str, es: list, combine) -> Expr:
+    if _texts(*es):
+        return f" {word} ".join(_sql(e) for e in es)
+    out = as_column(es[0])
+    for e in es[1:]:
+        out = combine(out, as_column(e))
+    return out
+
+
 def and_(*es: Expr | None) -> Expr | None:
     """The conjunction of the given pieces (None ones left out; None if none)."""
     es = [e for e in es if e is not None]
     if not es:
         return None
-    if len(es) == 1:
-        return es[0]
-    if _texts(*es):
-        return " AND ".join(_sql(e) for e in es)
-    out = as_column(es[0])
-    for e in es[1:]:
-        out = out & as_column(e)
-    return out
+    return es[0] if len(es) == 1 else _joined("AND", es, lambda x, y: x & y)
 
 
 def or_(*es: Expr) -> Expr:
     """The disjunction of the given pieces."""
-    if _texts(*es):
-        return " OR ".join(_sql(e) for e in es)
-    out = as_column(es[0])
-    for e in es[1:]:
-        out = out | as_column(e)
-    return out
+    return _joined("OR", list(es), lambda x, y: x | y)
 
 
 def case_when(branches: list[tuple[Expr, Expr]], default: Expr | None = None) -> Expr:
