@@ -44,6 +44,7 @@ from ..spark.frames import (
     total_cores,
 )
 from ..spark.jvm import release_checkpoint
+from ..spark.plans import replayable
 from ..spark.rowchanges import ACTION, DELETE, INSERT_ACTION, MATCH_MARK, SOURCE_ID, UPDATE
 from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_ROWS, Merge, Update
@@ -54,13 +55,14 @@ from .dml import change_context, run_grouped_changes, run_merge_aligned
 from .mergekeys import SourceBounds, equi_keys
 
 
-def _replayable(source: DataFrame) -> bool:
-    from ..spark.plans import explain_sections, replayable
+def _plan_sections(source: DataFrame) -> dict[str, str]:
+    """The source's ``explain`` sections ({} when Spark cannot explain it)."""
+    from ..spark.plans import explain_sections
 
     try:
-        return replayable(explain_sections(source))
+        return explain_sections(source)
     except Exception:
-        return False
+        return {}
 
 MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE = "matched", "notMatched", "notMatchedBySource"
 T_PRESENT, S_PRESENT, CLAUSE = "__lance_t", "__lance_s", "__lance_clause"
@@ -196,6 +198,9 @@ def _evolved(snap: Snapshot, new_fields) -> tuple[Snapshot, Merge | None]:
 #: nondeterministic expression); ``all`` always checkpoints; ``none`` never
 #: (the caller vouches the source is deterministic) -- Delta's option.
 MATERIALIZE_SOURCE = "spark.lance_ops.merge.materializeSource"
+#: ``false``: always run the source statistics job, even where the source's
+#: Parquet footers hold its count and key bounds (lance_ops.ops.sourcefooters).
+FOOTER_STATS = "spark.lance_ops.merge.sourceFooterStats.enabled"
 
 #: Sources up to this many rows are broadcast: the target is then streamed
 #: through a hash join instead of being shuffled (Spark conf
@@ -371,6 +376,7 @@ class MergePlan:
         self.pruned_by: str | None = None
         self.reads_nothing = False
         self._src_types: dict | None = None
+        self._sections: dict[str, str] | None = None
         #: the target columns read (:meth:`analyze`) and how that analysis
         #: read the plan (set by :meth:`requests`)
         self.narrow: list[str] | None = None
@@ -494,7 +500,47 @@ class MergePlan:
         if NOT_MATCHED_BY_SOURCE not in self.kinds:
             keys = [(t, s) for t, s in equi_keys(describe(self.condition), self.table_cols, src.columns) if t in on_disk]
         use_filter = str(self.spark.conf.get("spark.lance_ops.merge.keyFilter.enabled", "true")).lower() == "true"
-        return SourceBounds(src, keys, self.types, key_filter=use_filter, target_rows=self.disk.num_rows())
+
+        def bounds(footers=None):
+            return SourceBounds(src, keys, self.types, key_filter=use_filter, target_rows=self.disk.num_rows(),
+                                footers=footers)
+
+        footers = self._footers()
+        if footers is None:
+            return bounds()
+        found = bounds(footers)
+        if not found.from_footers or not found.keys or found.matches_nothing:
+            return found
+        from ..format.pruning import skip_plan
+        from ..spark.datasource import filters_to_conjuncts
+        from .sourcefooters import narrow_enough
+
+        in_range = skip_plan(self.disk, filters_to_conjuncts(found.scan_filters())).rows()
+        return found if narrow_enough(in_range, found.rows) else bounds()
+
+    def _footers(self) -> Callable[[dict], object] | None:
+        """Where the source is a bare scan of local Parquet files on a classic
+        session: its count and key bounds from their footers, in place of the
+        statistics job (:mod:`lance_ops.ops.sourcefooters`)."""
+        from ..spark.jvm import is_connect
+        from .sourcefooters import bare_parquet_scan, footer_stats
+
+        if is_connect(self.spark) or str(self.spark.conf.get(FOOTER_STATS, "true")).lower() != "true":
+            return None
+        if str(self.spark.conf.get("spark.sql.parquet.fieldId.read.enabled", "false")).lower() == "true":
+            return None  # (Spark matches the files' columns by field id, not by name)
+        if not bare_parquet_scan(self._source_sections().get("Optimized Logical Plan", "")):
+            return None
+        try:
+            files = self.source.inputFiles()
+        except Exception:
+            return None
+        return lambda columns: footer_stats(files, columns)
+
+    def _source_sections(self) -> dict[str, str]:
+        if self._sections is None:
+            self._sections = _plan_sections(self.source)
+        return self._sections
 
     def _target(self, narrow: list[str], bounds: SourceBounds, whole_fragments: bool = False) -> DataFrame:
         """The target rows the merge reads: columns ``narrow`` (+ row
@@ -576,7 +622,7 @@ class MergePlan:
         mode = str(self.spark.conf.get(MATERIALIZE_SOURCE, "auto")).lower()
         if mode not in ("auto", "all", "none"):
             raise InvalidArgumentError(f"{MATERIALIZE_SOURCE} must be auto, all or none, not {mode!r}")
-        if mode == "none" or (mode == "auto" and _replayable(self.source)):
+        if mode == "none" or (mode == "auto" and replayable(self._source_sections())):
             self.source_materialized = False
             return src
         src = src.localCheckpoint(eager=True)

@@ -18,7 +18,9 @@ Everything the pruning needs of the source -- its row count, each key's
 bounds, a key's distinct values when it has at most :data:`MAX_KEY_SET` of
 them, and otherwise a bloom filter of its keys -- comes from ONE Spark job
 (:func:`_source_stats`: each task returns one small record; a Spark job costs
-a fixed 0.1-0.3 s here, which is what a selective merge is made of). With a
+a fixed 0.1-0.3 s here, which is what a selective merge is made of) -- or,
+for a bare scan of Parquet files whose key range alone is narrow, the count
+and bounds from their footers and no job (:mod:`.sourcefooters`). With a
 key set the scan filters add ``k IN (keys)``: zone maps then prune per key
 (scattered keys no longer widen one range over everything) and bloom filter
 indices are probed with every key. Nothing else of the source, and nothing
@@ -179,7 +181,7 @@ class SourceBounds:
     record), never the source itself."""
 
     def __init__(self, source: DataFrame, keys: list[tuple[str, str]], target_types: dict, key_filter: bool = True,
-                 target_rows: int | None = None):
+                 target_rows: int | None = None, footers=None):
         src_types = {f.name: f.dataType for f in source.schema.fields}
         self.keys = [(t, s) for t, s in keys if boundable(target_types[t], src_types[s])
                      and _arrow_bounds_exact(src_types[s])]
@@ -187,7 +189,13 @@ class SourceBounds:
         #: source column -> what the tasks collect for it
         sets = [s for t, s in self.keys if _settable(src_types[s]) and _settable(target_types[t])]
         bloom = next((s for t, s in self.keys if key_filter and filterable(target_types[t], src_types[s])), None)
-        stats = _source_stats(source, [s for _, s in self.keys], sets, bloom)
+        #: the count and bounds came from the source's Parquet footers
+        #: (``footers(key columns) -> stats or None``: no Spark job, no key
+        #: set, no bloom filter; see lance_ops.ops.sourcefooters)
+        stats = footers({s: src_types[s] for _, s in self.keys}) if footers is not None else None
+        self.from_footers = stats is not None
+        if stats is None:
+            stats = _source_stats(source, [s for _, s in self.keys], sets, bloom)
         self.rows = stats.rows
         self.bounds = {t: stats.bounds[s] for t, s in self.keys}
         #: target key -> sorted distinct non-null source keys (few of them)
@@ -238,6 +246,8 @@ class SourceBounds:
         if self.key_filter is not None:
             t, data, nd = self.key_filter
             text += f"; {t} in a bloom filter of ~{nd:,} source keys ({len(data):,} bytes)"
+        if self.from_footers:
+            text += " (from the source's Parquet footers)"
         return text
 
 

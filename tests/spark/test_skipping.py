@@ -299,16 +299,22 @@ def test_merge_prunes_by_timestamp_and_date_keys(spark, tmp_path):
 
 
 def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
-    """A selective upsert from a file source costs a fixed number of Spark
-    stages, whatever the table: one for the source's key statistics (count,
-    bounds, key set / bloom filter together), one broadcasting the source,
-    one whose tasks scan the pruned target, join it with the source and
-    rewrite the fragments they read (no shuffle), and -- only when some
-    source row matched nothing -- one writing the inserts. No checkpoint of
-    a file source, none of the matched rows, no separate key-set or
-    bloom-filter job. A source that cannot be replayed (a nondeterministic
-    expression) adds exactly its checkpoint."""
+    """A selective upsert from a Parquet file costs a fixed number of Spark
+    stages, whatever the table: one broadcasting the source, one whose tasks
+    scan the pruned target, join it with the source and rewrite the
+    fragments they read (no shuffle), and -- only when some source row
+    matched nothing -- one writing the inserts. The source's count and key
+    bounds come from its footers (classic sessions); where they do not
+    serve, one more stage computes them (count, bounds, key set / bloom
+    filter together). No checkpoint of a file source, none of the matched
+    rows, no separate key-set or bloom-filter job. A source that cannot be
+    replayed (a nondeterministic expression) adds exactly its checkpoint."""
     import pyarrow.parquet as pq
+
+    from lance_ops.ops.merge import FOOTER_STATS
+    from lance_ops.spark import jvm
+
+    stats_stage = 1 if jvm.is_connect(spark) else 0  # (Connect: footers are the server's files)
 
     path, _, _ = indexed
     ours, ref = str(tmp_path / "m.lance"), str(tmp_path / "r.lance")
@@ -327,7 +333,7 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     assert (m["numUpdatedRows"], m["numInsertedRows"]) == (r["num_updated_rows"], r["num_inserted_rows"])
     assert m["numUpdatedRows"] > 100 and m["numInsertedRows"] >= 40
     assert (m["numFragmentsScanned"], m["numFragmentsSkipped"]) == (1, 2)
-    _assert_stages(spark, stages, 4)  # (was 10: two checkpoints, four more small jobs)
+    _assert_stages(spark, stages, 3 + stats_stage)  # (was 10: two checkpoints, five more small jobs)
 
     # every source row matched: no insert job
     live = [i for i in range(17001, 17301, 2) if i % 11 != 3]  # (the fixture deleted id % 11 = 3)
@@ -340,7 +346,7 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     assert _table_rows(ours) == _table_rows(ref)
     assert (info.metrics["numUpdatedRows"], info.metrics["numInsertedRows"]) == (len(live), 0) == \
         (r["num_updated_rows"], r["num_inserted_rows"])
-    _assert_stages(spark, stages, 3)
+    _assert_stages(spark, stages, 2 + stats_stage)
 
     # many keys (> MAX_KEY_SET): the bloom filter comes from the same single statistics stage
     import lance_ops.ops.mergekeys as mergekeys
@@ -348,9 +354,13 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     monkeypatch.setattr(mergekeys, "KEY_FILTER_MIN_RATIO", 1)
     big = _upserts(list(range(0, 2 * 4200, 2)))
     pq.write_table(big, str(tmp_path / "big.parquet"))
-    with StageCounter() as stages:
-        t.merge(spark.read.parquet(str(tmp_path / "big.parquet")), "t.id = s.id").whenMatchedUpdateAll() \
-            .whenNotMatchedInsertAll().execute()
+    spark.conf.set(FOOTER_STATS, "false")  # (its range is narrow: the footers would do)
+    try:
+        with StageCounter() as stages:
+            t.merge(spark.read.parquet(str(tmp_path / "big.parquet")), "t.id = s.id").whenMatchedUpdateAll() \
+                .whenNotMatchedInsertAll().execute()
+    finally:
+        spark.conf.unset(FOOTER_STATS)
     lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(big)
     assert _table_rows(ours) == _table_rows(ref)
     assert "bloom filter of ~4,200 source keys" in t.table.history(1)[0]["operationParameters"]["targetKeyRange"]
@@ -365,6 +375,151 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(small)
     assert _table_rows(ours) == _table_rows(ref)
     _assert_stages(spark, stages, 5)
+
+
+def _rows_any_order(path):
+    return sorted(map(repr, lance.dataset(path).to_table(columns=["id", "f", "s", "ts"]).to_pylist()))
+
+
+def test_merge_source_bounds_from_parquet_footers(spark, indexed, tmp_path, monkeypatch):
+    """A merge whose source is a bare scan of Parquet files takes the
+    source's count and key bounds from the files' footers -- no statistics
+    job -- where they are exact: several files and row groups, null keys, a
+    file of only null keys. The merged table equals the same merge with the
+    statistics job (and pylance's, for a source without null keys), and the
+    target read is the same range. Where the footers do not serve (a
+    filtered or computed source, a key range too wide to spare the job's
+    finer pruning, files without statistics, Spark Connect: the files are
+    the server's), the statistics job runs as before."""
+    import pyarrow.parquet as pq
+
+    import lance_ops.ops.mergekeys as mergekeys
+    from lance_ops.ops.merge import FOOTER_STATS
+    from lance_ops.spark import jvm
+
+    path, _, _ = indexed
+    connect = jvm.is_connect(spark)
+    real, calls = mergekeys._source_stats, []
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(mergekeys, "_source_stats", counted)
+
+    def merge(source, name, footers=True):
+        """(metrics, statistics jobs run, targetKeyRange, table path)"""
+        p = str(tmp_path / f"{name}-{footers}.lance")
+        shutil.copytree(path, p)
+        spark.conf.set(FOOTER_STATS, str(footers).lower())
+        calls.clear()
+        try:
+            t = LanceTable(spark, p)
+            info = t.merge(source, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        finally:
+            spark.conf.unset(FOOTER_STATS)
+        return info.metrics, len(calls), t.table.history(1)[0]["operationParameters"].get("targetKeyRange"), p
+
+    # three files, row groups of 25 rows, null keys in two of them, one of only nulls
+    d = tmp_path / "src"
+    d.mkdir()
+    first = _upserts(list(range(17000, 17150, 2)))
+    first = first.set_column(0, "id", pa.array([None if i % 7 == 0 else v for i, v in
+                                                 enumerate(first.column("id").to_pylist())], pa.int64()))
+    pq.write_table(first, str(d / "a.parquet"), row_group_size=25)
+    pq.write_table(_upserts(list(range(17150, 17300, 3)) + list(range(N + 1, N + 5))), str(d / "b.parquet"),
+                   row_group_size=25)
+    nulls = _upserts([1, 2, 3])
+    pq.write_table(nulls.set_column(0, "id", pa.nulls(3, pa.int64())), str(d / "c.parquet"))
+    source = spark.read.parquet(str(d))
+    m_f, jobs_f, range_f, p_f = merge(source, "files")
+    m_j, jobs_j, range_j, p_j = merge(source, "files", footers=False)
+    assert _rows_any_order(p_f) == _rows_any_order(p_j)
+    assert jobs_j == 1 and range_j == "id in [17002, 24004] (118 keys)", range_j  # (17000 is a null)
+    assert m_f["numSourceRows"] == m_j["numSourceRows"] == 75 + 50 + 4 + 3
+    assert (m_f["numUpdatedRows"], m_f["numInsertedRows"]) == (m_j["numUpdatedRows"], m_j["numInsertedRows"])
+    keys = first.column("id").to_pylist() + list(range(17150, 17300, 3))
+    gone = sum(1 for i in keys if i is not None and i % 11 == 3)
+    # (null keys never match: inserted; so are keys of deleted rows)
+    assert m_f["numInsertedRows"] == 4 + 11 + 3 + gone
+    assert (m_f["numFragmentsScanned"], m_f["numRowsScanned"]) == (m_j["numFragmentsScanned"], m_j["numRowsScanned"])
+    if connect:
+        assert (jobs_f, range_f) == (1, range_j)
+    else:
+        assert (jobs_f, range_f) == (0, "id in [17002, 24004] (from the source's Parquet footers)")
+
+    # without null keys: pylance's merge_insert agrees
+    clean = _upserts(list(range(17001, 17301, 2)) + [N + 9])
+    pq.write_table(clean, str(tmp_path / "clean.parquet"), row_group_size=40)
+    m, jobs, _, p = merge(spark.read.parquet(str(tmp_path / "clean.parquet")), "clean")
+    ref = str(tmp_path / "clean-ref.lance")
+    shutil.copytree(path, ref)
+    r = lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(clean)
+    assert _table_rows(p) == _table_rows(ref)
+    assert (m["numUpdatedRows"], m["numInsertedRows"]) == (r["num_updated_rows"], r["num_inserted_rows"])
+    assert jobs == (1 if connect else 0)
+
+    # where the footers do not serve, the statistics job runs
+    wide = _upserts([5001, 17050])  # (its range holds every fragment: the key set prunes to two)
+    pq.write_table(wide, str(tmp_path / "wide.parquet"))
+    pq.write_table(clean, str(tmp_path / "nostats.parquet"), write_statistics=False)
+    cases = {
+        "filtered": spark.read.parquet(str(tmp_path / "clean.parquet")).where("f IS NULL OR f >= 0"),
+        "computed": spark.read.parquet(str(tmp_path / "clean.parquet")).selectExpr("id + 1 AS id", "f", "s", "ts"),
+        "wide": spark.read.parquet(str(tmp_path / "wide.parquet")),
+        "nostats": spark.read.parquet(str(tmp_path / "nostats.parquet")),
+    }
+    for name, src in cases.items():
+        m, jobs, key_range, p = merge(src, name)
+        assert jobs == 1, name
+        assert "footers" not in key_range, (name, key_range)
+    assert key_range is not None
+    m, _, key_range, _ = merge(cases["wide"], "wide2")
+    assert key_range == "id in [5001, 17050] (2 keys)"
+
+
+def test_parquet_footer_statistics(tmp_path):
+    """:func:`lance_ops.ops.sourcefooters.footer_stats` answers only what the
+    footers say exactly, and None for anything else."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import types as T
+
+    from lance_ops.ops.sourcefooters import MAX_FILES, bare_parquet_scan, footer_stats
+
+    def write(name, table, **kw):
+        pq.write_table(table, str(tmp_path / name), **kw)
+        return (tmp_path / name).as_uri()
+
+    a = write("a.parquet", pa.table({"ID": pa.array([5, None, 9], pa.int64()), "d": pa.array([1, 2, None], pa.date32()),
+                                     "i": pa.array([1, 2, 3], pa.int32())}), row_group_size=1)
+    b = write("b.parquet", pa.table({"ID": pa.array([-3, 4], pa.int64()), "d": pa.array([None, None], pa.date32()),
+                                     "i": pa.array([0, 7], pa.int32())}))
+    st = footer_stats([a, b], {"id": T.LongType(), "d": T.DateType(), "i": T.IntegerType()})
+    assert st.rows == 5 and st.key_sets == {} and st.key_filter("id") is None
+    assert st.bounds == {"id": (-3, 9), "d": (datetime.date(1970, 1, 2), datetime.date(1970, 1, 3)), "i": (0, 7)}
+    assert footer_stats([b], {"d": T.DateType()}).bounds == {"d": (None, None)}  # (only nulls)
+    assert footer_stats([a], {}).rows == 3
+    assert footer_stats([a], {"i": T.LongType()}) is None  # (int32 in the file: Spark would widen it)
+    assert footer_stats([a], {"id": T.StringType()}) is None
+    assert footer_stats([a], {"nope": T.LongType()}) is None
+    assert footer_stats([a.replace("file://", "s3://bucket")], {"id": T.LongType()}) is None
+    assert footer_stats([a] * (MAX_FILES + 1), {"id": T.LongType()}) is None
+    assert footer_stats([(tmp_path / "missing.parquet").as_uri()], {"id": T.LongType()}) is None
+    both = write("both.parquet", pa.table({"k": [1], "K": [2]}))
+    assert footer_stats([both], {"k": T.LongType()}).bounds == {"k": (1, 1)}  # (the exact name wins)
+    assert footer_stats([both], {"kk": T.LongType()}) is None
+    no_stats = write("n.parquet", pa.table({"k": [1, 2]}), write_statistics=False)
+    assert footer_stats([no_stats], {"k": T.LongType()}) is None
+    old = write("old.parquet", pa.table({"d": pa.array([datetime.date(1500, 1, 1)], pa.date32())}))
+    assert footer_stats([old], {"d": T.DateType()}) is None  # (maybe rebased from the hybrid calendar)
+
+    assert bare_parquet_scan("Relation [id#0L,s#3] parquet")
+    assert bare_parquet_scan("Project [id#0L, s#3]\n+- Relation [id#0L,ts#1,f0#2,s#3] parquet")
+    assert not bare_parquet_scan("Filter (id#0L > 5)\n+- Relation [id#0L,s#3] parquet")
+    assert not bare_parquet_scan("Project [(id#0L + 0) AS id#9L, s#3]\n+- Relation [id#0L,s#3] parquet")
+    assert not bare_parquet_scan("Relation [id#0L,s#3] json")
+    assert not bare_parquet_scan("LocalRelation [id#0L]")
+    assert not bare_parquet_scan("")
 
 
 def _assert_stages(spark, stages: StageCounter, n: int) -> None:
