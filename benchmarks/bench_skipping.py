@@ -180,78 +180,68 @@ def run(ctx: Context) -> Section:
     return section
 
 
+def _memory_source(spark, name: str, schema: str, data: list, push: bool = False) -> str:
+    """Register ``name``: a Python data source of one partition yielding
+    ``data`` (rows, or Arrow batches) from memory, no lance_ops code;
+    ``push``: its reader takes the pushed filters and hands them all back to
+    Spark, as the lance reader does."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class _Reader(DataSourceReader):
+        def partitions(self):
+            return [InputPartition(0)]
+
+        def read(self, partition):
+            yield from data
+
+    class _Pushing(_Reader):
+        def pushFilters(self, filters):
+            yield from filters
+
+    reader = _Pushing if push else _Reader
+
+    class _Source(DataSource):
+        @classmethod
+        def name(cls):
+            return name
+
+        def schema(self):
+            return schema
+
+        def reader(self, schema):
+            return reader()
+
+    spark.dataSource.register(_Source)
+    return name
+
+
 def _python_source_floor(ctx: Context) -> str:
     """What any Python data source pays for the read's query shape: one
     column's rows as Arrow from a source of one partition that yields one
     row (its schema lookup and planning round trips to Python workers and
     the scan task), timed in this run -- the floor under the indexed read,
     which an empty job of one task does not have."""
-    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-
-    class _OneRowReader(DataSourceReader):
-        def partitions(self):
-            return [InputPartition(0)]
-
-        def read(self, partition):
-            yield (1.0,)
-
-    class _OneRow(DataSource):
-        @classmethod
-        def name(cls):
-            return "lance_ops_bench_one_row"
-
-        def schema(self):
-            return "f0 double"
-
-        def reader(self, schema):
-            return _OneRowReader()
-
     spark = ctx.spark
-    spark.dataSource.register(_OneRow)
-    t = ctx.timeit(lambda: spark.read.format(_OneRow.name()).load().select("f0").toArrow(), warmup=True)
+    name = _memory_source(spark, "lance_ops_bench_one_row", "f0 double", [(1.0,)])
+    t = ctx.timeit(lambda: spark.read.format(name).load().select("f0").toArrow(), warmup=True)
     return (f"floor of the read's query shape on any Python data source (`select(\"f0\").toArrow()` of a "
             f"one-row, one-partition source, no lance_ops code): {t} s")
 
 
 def _python_source_rows_floor(ctx: Context, read_pred: str, lo: int, n: int) -> str:
     """The indexed read's query on a Python data source with the table's
-    schema that takes the pushed filters (returning them to Spark, as the
-    lance reader does) and yields the very rows the indexed read yields --
-    from memory, one partition, no lance_ops code: what a Python data
-    source pays for this query and these rows."""
-    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-
+    schema that takes the pushed filters and yields the very rows the
+    indexed read yields, from memory: what a Python data source pays for
+    this query and these rows."""
     ids = np.arange(lo, lo + n, dtype=np.int64)
     batch = pa.record_batch([
         pa.array(ids), pa.array(TS0 + ids * 1_000_000, pa.timestamp("us", "UTC")),
         pa.array(np.random.default_rng(lo).random(len(ids))), pa.array([f"name-{i}" for i in ids]),
     ], names=["id", "ts", "f0", "s"])
-
-    class _RowsReader(DataSourceReader):
-        def pushFilters(self, filters):
-            yield from filters
-
-        def partitions(self):
-            return [InputPartition(0)]
-
-        def read(self, partition):
-            yield batch
-
-    class _Rows(DataSource):
-        @classmethod
-        def name(cls):
-            return "lance_ops_bench_same_rows"
-
-        def schema(self):
-            return "id bigint, ts timestamp, f0 double, s string"
-
-        def reader(self, schema):
-            return _RowsReader()
-
     spark = ctx.spark
-    spark.dataSource.register(_Rows)
-    t = ctx.timeit(lambda: spark.read.format(_Rows.name()).load().where(read_pred).select("f0").toArrow(),
-                   warmup=True)
+    name = _memory_source(spark, "lance_ops_bench_same_rows", "id bigint, ts timestamp, f0 double, s string",
+                          [batch], push=True)
+    t = ctx.timeit(lambda: spark.read.format(name).load().where(read_pred).select("f0").toArrow(), warmup=True)
     return (f"floor of the indexed read's query on a Python data source that takes the pushed filters and yields "
             f"the same {n:,} rows of the table's 4 columns from memory (no lance_ops code; Python data sources "
             f"cannot prune columns): {t} s")
