@@ -319,7 +319,8 @@ ascending (one second apart), `f0` double, `s` string. Three copies: without an 
   (every second id of a 20k-id range, all matching) upserted with
   `merge(src, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll()` (`src = spark.read.parquet(...)`,
   defined once before the runs as pylance's in-memory source is built once: every merge reads the Parquet
-  file, only Spark's schema inference job is not timed) vs pylance `merge_insert("id")` (source in memory).
+  file, only Spark's schema inference job is not timed; a bare Parquet source: its count and key bounds come
+  from the file's footer, no statistics job) vs pylance `merge_insert("id")` (source in memory).
 
 Ratios: *rate* = seconds without the index / seconds with it (goal ≥ {SPEEDUP_GOAL:g}); *time* = lance_ops
 seconds / (pylance seconds + one empty Spark job of the task count of that operation's indexed run -- its widest
