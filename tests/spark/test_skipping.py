@@ -297,6 +297,28 @@ def test_merge_prunes_by_timestamp_and_date_keys(spark, tmp_path):
         # one 8192-row zone of fragment 2 (the keys span 17003..17300)
         assert (m["numFragmentsScanned"], m["numFragmentsSkipped"], m["numRowsScanned"]) == (1, 2, 8000), (key, m)
 
+    # date keys from a Parquet file: its footer's bounds prune alike (classic sessions)
+    import pyarrow.parquet as pq
+
+    from lance_ops.spark import jvm
+
+    ours, ref = str(tmp_path / "o-dpq.lance"), str(tmp_path / "r-dpq.lance")
+    lance.write_dataset(base, ours, max_rows_per_file=8000)
+    lance.write_dataset(base, ref, max_rows_per_file=8000)
+    t = LanceTable(spark, ours)
+    t.createIndex("d", "ZONEMAP")
+    pq.write_table(src, str(tmp_path / "src.parquet"))
+    info = (t.merge(spark.read.parquet(str(tmp_path / "src.parquet")), "t.d = s.d").whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll().execute())
+    lance.dataset(ref).merge_insert("d").when_matched_update_all().when_not_matched_insert_all().execute(src)
+    rows = lambda p: sorted(map(repr, lance.dataset(p).to_table().to_pylist()))  # noqa: E731
+    assert rows(ours) == rows(ref)
+    m = info.metrics
+    assert (m["numFragmentsScanned"], m["numFragmentsSkipped"], m["numRowsScanned"]) == (1, 2, 8000), m
+    key_range = t.table.history(1)[0]["operationParameters"]["targetKeyRange"]
+    assert key_range.startswith("d in [2016-07-21, 2035-09-24]"), key_range
+    assert key_range.endswith("(from the source's Parquet footers)") != jvm.is_connect(spark), key_range
+
 
 def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     """A selective upsert from a Parquet file costs a fixed number of Spark
