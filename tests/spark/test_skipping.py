@@ -499,6 +499,29 @@ def test_merge_source_bounds_from_parquet_footers(spark, indexed, tmp_path, monk
     m, _, key_range, _ = merge(cases["wide"], "wide2")
     assert key_range == "id in [5001, 17050] (2 keys)"
 
+    if connect:
+        return
+    # generated sources: clustered keys anywhere (also beyond the table), nulls, 1-3 files, small row
+    # groups -- the merged table with the footers' bounds equals the one with the job's
+    rng = random.Random(5)
+    for case in range(4):
+        g = tmp_path / f"gen{case}"
+        g.mkdir()
+        lo = rng.randrange(0, N + 500)
+        keys = rng.sample(range(lo, lo + 3000), rng.randrange(3, 300))  # (distinct: no duplicate matches)
+        files = rng.randrange(1, 4)
+        for f in range(files):
+            rows = _upserts(sorted(keys[f::files]))
+            col = [None if rng.random() < 0.1 else v for v in rows.column("id").to_pylist()]
+            pq.write_table(rows.set_column(0, "id", pa.array(col, pa.int64())), str(g / f"{f}.parquet"),
+                           row_group_size=rng.choice([7, 50, 1000]))
+        m_f, jobs_f, range_f, p_f = merge(spark.read.parquet(str(g)), f"gen{case}")
+        m_j, _, _, p_j = merge(spark.read.parquet(str(g)), f"gen{case}", footers=False)
+        assert _rows_any_order(p_f) == _rows_any_order(p_j), case
+        assert {k: m_f[k] for k in ("numUpdatedRows", "numInsertedRows", "numSourceRows")} == \
+            {k: m_j[k] for k in ("numUpdatedRows", "numInsertedRows", "numSourceRows")}, case
+        assert jobs_f == 0 and range_f.endswith("footers)"), (case, range_f)
+
 
 def test_parquet_footer_statistics(tmp_path):
     """:func:`lance_ops.ops.sourcefooters.footer_stats` answers only what the
