@@ -44,7 +44,7 @@ from ..spark.frames import (
     total_cores,
 )
 from ..spark.jvm import release_checkpoint
-from ..spark.plans import replayable
+from ..spark.plans import bare_parquet_scan, replayable
 from ..spark.rowchanges import ACTION, DELETE, INSERT_ACTION, MATCH_MARK, SOURCE_ID, UPDATE
 from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_ROWS, Merge, Update
@@ -523,7 +523,7 @@ class MergePlan:
         session: its count and key bounds from their footers, in place of the
         statistics job (:mod:`lance_ops.ops.sourcefooters`)."""
         from ..spark.jvm import is_connect
-        from .sourcefooters import bare_parquet_scan, footer_stats
+        from .sourcefooters import footer_stats
 
         if is_connect(self.spark) or str(self.spark.conf.get(FOOTER_STATS, "true")).lower() != "true":
             return None

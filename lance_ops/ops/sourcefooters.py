@@ -5,7 +5,8 @@ here, as much as its target scan). The source statistics job
 (:func:`lance_ops.ops.mergekeys._source_stats`) exists to learn the source's
 row count (broadcast or shuffle) and its key range (which target zones may
 match). When the source is a bare scan of Parquet files -- the optimized plan
-is a ``Relation ... parquet`` under at most projections of plain columns --
+is a ``Relation ... parquet`` under at most projections of plain columns,
+:func:`lance_ops.spark.plans.bare_parquet_scan` --
 both are in the files' footers: each row group's row count and, per column,
 ``min`` / ``max`` / ``null_count``. Reading them is metadata work for the
 driver (one small read per file), no Spark job and none of the source's
@@ -30,7 +31,6 @@ to read (:func:`narrow_enough`).
 from __future__ import annotations
 
 import datetime as dt
-import re
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import types as T
@@ -51,18 +51,11 @@ SLACK_ROWS = 2 * 8192
 #: what Spark reads.
 _FIRST_SAFE_DATE = dt.date(1900, 1, 1)
 
-_ATTR = r"[A-Za-z_][A-Za-z0-9_]*#\d+L?"
-_PROJECT = re.compile(rf"^Project \[{_ATTR}(, {_ATTR})*\]$")
-_RELATION = re.compile(r"^Relation \[.*\] parquet$")
-_TREE = re.compile(r"^[\s|:+\-]*")
-
 
 class FooterStats:
     """What :class:`lance_ops.ops.mergekeys.SourceBounds` reads of the
     statistics job's answer, from footers: the row count and per key column
     ``(min, max)`` (``(None, None)``: only nulls). No key sets, no bloom."""
-
-    from_footers = True
 
     def __init__(self, rows: int, bounds: dict[str, tuple]):
         self.rows = rows
@@ -72,16 +65,6 @@ class FooterStats:
 
     def key_filter(self, column: str) -> None:
         return None
-
-
-def bare_parquet_scan(optimized_plan: str) -> bool:
-    """True when an optimized logical plan (``explain`` text) reads Parquet
-    files and does nothing else but keep some of their columns: the source's
-    rows are exactly the files' rows."""
-    lines = [_TREE.sub("", ln).strip() for ln in optimized_plan.splitlines() if ln.strip()]
-    if not lines or not _RELATION.match(lines[-1]):
-        return False
-    return all(_PROJECT.match(ln) for ln in lines[:-1])
 
 
 def _arrow_type_of(dtype: T.DataType):

@@ -161,12 +161,33 @@ _NONDETERMINISTIC = re.compile(
 )
 
 
+_TREE = re.compile(r"^[\s|:+\-]*")
+_ATTR = r"[A-Za-z_][A-Za-z0-9_]*#\d+L?"
+_BARE_PROJECT = re.compile(rf"^Project \[{_ATTR}(, {_ATTR})*\]$")
+_PARQUET_RELATION = re.compile(r"^Relation \[.*\] parquet$")
+
+
+def _plan_lines(text: str) -> list[str]:
+    """A plan's lines without their tree drawing (empty lines left out)."""
+    return [_TREE.sub("", ln).strip() for ln in text.splitlines() if ln.strip()]
+
+
+def bare_parquet_scan(optimized_plan: str) -> bool:
+    """True when an optimized logical plan reads Parquet files and does
+    nothing else but keep some of their columns: the rows are exactly the
+    files' rows (a merge then takes its source's statistics from their
+    footers, :mod:`lance_ops.ops.sourcefooters`)."""
+    lines = _plan_lines(optimized_plan)
+    if not lines or not _PARQUET_RELATION.match(lines[-1]):
+        return False
+    return all(_BARE_PROJECT.match(ln) for ln in lines[:-1])
+
+
 def physical_operators(physical: str) -> list[str]:
     """Operator names of a physical plan's text, one per plan line."""
     out = []
-    for ln in physical.splitlines():
-        body = re.sub(r"^[\s|:+\-]*", "", ln)
-        body = re.sub(r"^\*\(\d+\)\s*", "", body)
+    for ln in _plan_lines(physical):
+        body = re.sub(r"^\*\(\d+\)\s*", "", ln)
         m = re.match(r"([A-Za-z]\w*)", body)
         if m:
             out.append(m.group(1))

@@ -529,7 +529,8 @@ def test_parquet_footer_statistics(tmp_path):
     import pyarrow.parquet as pq
     from pyspark.sql import types as T
 
-    from lance_ops.ops.sourcefooters import MAX_FILES, bare_parquet_scan, footer_stats
+    from lance_ops.ops.sourcefooters import MAX_FILES, footer_stats
+    from lance_ops.spark.plans import bare_parquet_scan
 
     def write(name, table, **kw):
         pq.write_table(table, str(tmp_path / name), **kw)
