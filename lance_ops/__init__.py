@@ -20,6 +20,7 @@ import sys
 from . import errors
 from .errors import (
     CommitConflictError,
+    CommitOutcomeUnknownError,
     CommitStoreError,
     ConstraintViolationError,
     CorruptTableError,
@@ -31,6 +32,7 @@ from .errors import (
     ReadOnlyVersionError,
     SchemaMismatchError,
     SqlParseError,
+    StorageIOError,
     TableExistsError,
     TableNotFoundError,
     UnsupportedFeatureError,
@@ -108,7 +110,7 @@ __all__ = [
     "LanceTable", "Table", "CommitInfo", "register", "log_to_stderr", "local_session", "errors", "__version__",
     "LanceOpsError", "TableNotFoundError", "TableExistsError", "SchemaMismatchError",
     "UnsupportedFeatureError", "CorruptTableError", "CommitConflictError", "ReadOnlyVersionError",
-    "CommitStoreError",
+    "CommitStoreError", "CommitOutcomeUnknownError", "StorageIOError",
     "DuplicateMatchError", "InvalidArgumentError", "SqlParseError", "sql", "load_ipython_extension",
     "ConstraintViolationError", "DataQualityError", "OperationCancelledError", "cancel", "ship_to",
 ]

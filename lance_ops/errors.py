@@ -53,10 +53,44 @@ class CommitConflictError(LanceOpsError):
     operations are incompatible (e.g. the table was overwritten or restored).
     """
 
-    def __init__(self, message: str, retryable: bool, conflicting_version: int | None = None):
+    def __init__(self, message: str, retryable: bool, conflicting_version: int | None = None,
+                 prepare_again: bool = False):
         super().__init__(message)
         self.retryable = retryable
         self.conflicting_version = conflicting_version
+        #: A retry must prepare the change again (its files are stale), even
+        #: for a change that could otherwise be committed again as it is.
+        self.prepare_again = prepare_again
+
+
+class CommitOutcomeUnknownError(LanceOpsError):
+    """The store failed while the manifest of ``version`` was being committed,
+    and lance_ops could not find out afterwards whether that commit happened
+    (the store stayed unreachable). The change may or may not be version
+    ``version``; it is never committed twice.
+
+    Every file the change wrote is kept (a committed version may name them).
+    Find out later with ``table.resolveCommit(e.transaction_uuid)`` (the
+    version that holds the transaction, or None: not committed), or in
+    ``history()``'s ``transactionUuid`` column. Not retried by lance_ops:
+    re-running the change before resolving it may apply it twice."""
+
+    def __init__(self, message: str, version: int, transaction_uuid: str, operation: str | None = None):
+        super().__init__(message)
+        self.version = version
+        self.transaction_uuid = transaction_uuid
+        self.operation = operation
+
+
+class StorageIOError(LanceOpsError, OSError):
+    """Reading or writing a file of the table failed in the store (after the
+    store client's own retries): ``path`` names the file. Nothing was
+    committed by the failing call (unless it is a
+    :class:`CommitOutcomeUnknownError`)."""
+
+    def __init__(self, message: str, path: str | None = None):
+        super().__init__(message if path is None or path in message else f"{message} ({path})")
+        self.path = path
 
 
 class CommitStoreError(LanceOpsError):

@@ -450,6 +450,12 @@ class LanceTable:
         check = self._spark.conf.get(RETENTION_CHECK_CONF, "true").strip().lower() != "false"
         return self.table.vacuum(retentionHours, dryRun, enforceRetentionDuration=check and enforceRetentionDuration)
 
+    def resolveCommit(self, transactionUuid: str, version: int | None = None) -> int | None:
+        """The version that committed transaction ``transactionUuid`` or None:
+        settles a :class:`~lance_ops.errors.CommitOutcomeUnknownError`
+        (``t.resolveCommit(e.transaction_uuid, e.version)``)."""
+        return self.table.resolveCommit(transactionUuid, version)
+
     def restoreToVersion(self, version: int | str, commitProperties: dict | None = None) -> CommitInfo:
         """Commit a new version whose content is ``version``'s (a version number
         or a tag name); later versions stay in the history. Row ids issued

@@ -33,11 +33,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from ..errors import UnsupportedFeatureError
+from ..errors import LanceOpsError, UnsupportedFeatureError
 from ..format.naming import VERSIONS_DIR, ManifestNaming, detect_naming, parse_manifest_name
 from .objectstore import COMMIT_STORE_KEY, FileInfo, ObjectStore
 
@@ -212,9 +213,12 @@ def latest_listed(store: ObjectStore) -> ManifestLocation | None:
     return versions[-1] if versions else None
 
 
-#: (endpoint, bucket) -> whether the store honours If-None-Match, per process.
+#: (endpoint, bucket) -> whether the store honours If-None-Match, per process
+#: (only verdicts from a definite answer of the store are kept).
 _CONDITION_PROBES: dict[tuple, bool] = {}
 _PROBE_LOCK = threading.Lock()
+#: Requests the probe makes per step before it gives up (transport errors).
+PROBE_ATTEMPTS = 4
 
 
 class ConditionalPutHandler(CommitHandler):
@@ -224,11 +228,16 @@ class ConditionalPutHandler(CommitHandler):
     list request (:func:`latest_listed`); no version hint is written.
 
     Before the first commit to a bucket, each process checks that the store
-    enforces the condition: create a probe object, create it again with other
-    content (must be refused), and compare. A store that accepted the second
-    write ignores the condition -- concurrent writers would overwrite each
-    other's versions -- and commits are refused with an error naming the
-    ``commit_store`` option."""
+    enforces the condition: create a probe object, then create it again with
+    other content. The second create is the verdict, and only a definite
+    answer counts: refused (412) -- the condition is honoured; accepted -- the
+    store ignores it (concurrent writers would overwrite each other's
+    versions) and commits are refused with an error naming the
+    ``commit_store`` option. The first create's answer decides nothing (a
+    refusal only means an earlier try of that same create landed and its
+    answer was lost). A transport error is retried, and if the store stays
+    unreachable the commit fails without a verdict being kept: the next
+    commit probes again."""
 
     writes_hint = False
 
@@ -258,21 +267,37 @@ class ConditionalPutHandler(CommitHandler):
             )
 
     def _probe(self) -> bool:
+        """The verdict (raises when the store gives no definite answer)."""
         # ".tmp" names are ignored by readers and removed by vacuum if left.
         rel = f"{VERSIONS_DIR}/.tmp-lance_ops-probe-{uuid.uuid4().hex}"
         try:
-            if not self.store.put_if_absent(rel, b"first"):
-                return False
-            if not self.store.put_if_absent(rel, b"second"):
+            _retrying(lambda: self.store.put_if_absent(rel, b"first"), "create the probe object", rel)
+            if not _retrying(lambda: self.store.put_if_absent(rel, b"second"), "create the probe object again",
+                             rel):
                 return True
             # Accepted: whether it overwrote (or claims success without
             # writing), a losing writer would believe it committed.
-            log.warning("%s accepted a second create of one object (now %s): conditional writes are "
-                        "ignored", self.store.root, "overwritten" if self.store.read_bytes(rel) == b"second"
-                        else "unchanged")
+            log.warning("%s accepted a second create of one object: conditional writes are ignored",
+                        self.store.root)
             return False
         finally:
-            self.store.delete(rel)
+            try:
+                self.store.delete(rel)
+            except Exception as e:  # noqa: BLE001 - a ".tmp" leftover is vacuumed
+                log.debug("could not remove the probe object %s: %s", rel, e)
+
+
+def _retrying(call, what: str, rel: str):
+    """``call()``, retried on errors that are not answers (transport errors,
+    throttling) with a short backoff; the last error is raised."""
+    for i in range(PROBE_ATTEMPTS):
+        try:
+            return call()
+        except Exception as e:  # noqa: BLE001 - botocore's transport errors are not OSErrors
+            if isinstance(e, (FileNotFoundError, PermissionError, LanceOpsError)) or i == PROBE_ATTEMPTS - 1:
+                raise
+            log.info("checking conditional writes: could not %s %s (%s); retrying", what, rel, e)
+            time.sleep(0.1 * 2 ** i)
 
 
 def handler_for(store: ObjectStore) -> CommitHandler:

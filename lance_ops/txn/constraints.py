@@ -49,12 +49,11 @@ def unchanged_constraints(enforced: dict[str, str]):
     def check(ctx) -> None:
         now = constraints_of(ctx.staged.manifest.config)
         if now != enforced:
-            e = CommitConflictError(
+            raise CommitConflictError(
                 f"the table's CHECK constraints changed concurrently (enforced {sorted(enforced)}, now "
                 f"{sorted(now)}); the write is prepared again on the latest version",
                 retryable=True,
+                prepare_again=True,
             )
-            e.prepare_again = True
-            raise e
 
     return check

@@ -14,9 +14,11 @@
   conflict raises.
 * Files a change wrote and did not commit (a failed or re-run attempt, groups
   a partial compaction dropped, deletion files a rebase superseded) are
-  removed here -- the one place that does -- unless the commit's outcome is
-  unknown (an error from the store during the put), when they are left for
-  vacuum.
+  removed here -- the one place that does -- and only once the commit is
+  known not to have happened: when its outcome is in doubt
+  (:class:`~lance_ops.errors.CommitOutcomeUnknownError`, or an interrupt
+  during the manifest put) every file stays (a committed version may name
+  them; vacuum removes them if it was not).
 
 This module imports no Spark: Spark-backed operations pass a ``prepare`` that
 runs their jobs.
@@ -29,25 +31,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ..errors import CommitConflictError, InvalidArgumentError
-from ..format.deletion import deletion_path_of, has_deletion_file
+from ..errors import CommitConflictError, CommitOutcomeUnknownError, InvalidArgumentError
 from ..format.features import check_writable
-from ..format.naming import DATA_DIR, index_dir
 from ..results import CommitInfo
-from .commit import Check, CommitResult, NewTable, commit
+from .commit import Check, CommitResult, CommitState, NewTable, commit
+from .files import operation_files, snapshot_files
 from .log import Snapshot, open_snapshot
-from .operations import (
-    Append,
-    CreateIndex,
-    DataReplacement,
-    Delete,
-    Merge,
-    Operation,
-    Overwrite,
-    Rewrite,
-    Transaction,
-    Update,
-)
+from .operations import Operation, Rewrite, Transaction
 
 log = logging.getLogger("lance_ops")
 
@@ -142,41 +132,6 @@ def check_commit_properties(props) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------- files
-def _fragment_files(frags) -> set[str]:
-    out = set()
-    for f in frags:
-        out.update(f"{DATA_DIR}/{df.path}" for df in f.files if not df.HasField("base_id"))
-        if has_deletion_file(f) and not f.deletion_file.HasField("base_id"):
-            out.add(deletion_path_of(f.id, f.deletion_file))
-    return out
-
-
-def operation_files(op: Operation) -> set[str]:
-    """Files (relative to the root) an operation's fragments and indices
-    reference under the table's own root."""
-    if isinstance(op, (Append, Overwrite, Merge)):
-        return _fragment_files(op.fragments)
-    if isinstance(op, Delete):
-        return _fragment_files(op.updated_fragments)
-    if isinstance(op, Update):
-        return _fragment_files(op.updated_fragments) | _fragment_files(op.new_fragments)
-    if isinstance(op, Rewrite):
-        return _fragment_files(f for g in op.groups + op.dropped_groups for f in g.new_fragments) | {
-            index_dir(r.new_id.uuid) for r in op.rewritten_indices
-        }
-    if isinstance(op, DataReplacement):
-        return {f"{DATA_DIR}/{df.path}" for _, df in op.replacements if not df.HasField("base_id")}
-    if isinstance(op, CreateIndex):
-        return {index_dir(i.uuid.uuid) for i in op.new_indices if not i.HasField("base_id")}
-    return set()
-
-
-def snapshot_files(snap: Snapshot | None) -> set[str]:
-    if snap is None:
-        return set()
-    return _fragment_files(snap.fragments) | {index_dir(i.uuid.uuid) for i in snap.indices}
-
-
 def _remove(store, paths) -> None:
     for rel in sorted(paths):
         try:
@@ -218,11 +173,12 @@ def execute(
                 break
             owned = operation_files(staged.operation) - snapshot_files(snap) | set(staged.extra_files)
         read_version = snap.version if snap is not None else 0
+        state = CommitState()
         try:
-            results, concurrent = _commit_staged(store, staged, read_version, user, options, owned)
+            results, concurrent = _commit_staged(store, staged, read_version, user, options, owned, state)
         except CommitConflictError as e:
             gave_up = not e.retryable or reruns >= options.retries or time.monotonic() - began > options.timeout
-            if getattr(e, "prepare_again", False):
+            if e.prepare_again:
                 staged.reusable = False
             if not staged.reusable or gave_up:
                 _remove(store, owned)
@@ -244,8 +200,10 @@ def execute(
             time.sleep(delay)
             snap = open_snapshot(store)
             continue
-        except BaseException as e:
-            if not getattr(e, "lance_ops_commit_unknown", False):
+        except CommitOutcomeUnknownError:
+            raise  # every file stays: the version may name them
+        except BaseException:
+            if not state.in_doubt:
                 _remove(store, owned)
             raise
         final = results[-1]
@@ -274,7 +232,7 @@ def execute(
 
 
 def _commit_staged(store, staged: StagedCommit, read_version: int, user: dict, options: WriteOptions,
-                   owned: set[str]) -> tuple[list[CommitResult], int]:
+                   owned: set[str], state: CommitState) -> tuple[list[CommitResult], int]:
     """Commit ``before`` then the main operation. Returns the results and how
     many other writers' commits were rebased over (our own ``before``
     commits, which the main transaction may have read past, not counted)."""
@@ -282,7 +240,7 @@ def _commit_staged(store, staged: StagedCommit, read_version: int, user: dict, o
     base = read_version
     for op in staged.before:
         txn = Transaction(base, op, properties=properties(staged.parameters, None, user))
-        results.append(commit(store, txn, new_table=options.new_table))
+        results.append(commit(store, txn, new_table=options.new_table, state=state))
         base = results[-1].version
     if staged.finish is not None:
         staged.finish(results)
@@ -295,7 +253,7 @@ def _commit_staged(store, staged: StagedCommit, read_version: int, user: dict, o
     )
     results.append(
         commit(
-            store, txn, new_table=options.new_table, checks=[*options.checks, *staged.checks],
+            store, txn, new_table=options.new_table, checks=[*options.checks, *staged.checks], state=state,
             # a rebase may write files (merged deletion vectors) and adopt
             # other writers' (never ours to remove)
             on_rebase=lambda t, latest: owned.update(operation_files(t.operation) - snapshot_files(latest)),

@@ -216,6 +216,16 @@ class Table:
         self.lastCommit = info
         return info
 
+    def resolveCommit(self, transactionUuid: str, version: int | None = None) -> int | None:
+        """The version that committed transaction ``transactionUuid``, or None
+        if none did: how a :class:`~lance_ops.errors.CommitOutcomeUnknownError`
+        is settled once the store answers again (pass the error's
+        ``transaction_uuid`` and ``version``; without ``version`` every
+        version of this branch is searched)."""
+        from .commit import find_commit
+
+        return find_commit(self.store, transactionUuid, version)
+
     def restoreToVersion(self, version: int | str, commitProperties: dict | None = None) -> CommitInfo:
         """Commit a new version whose content is ``version``'s (a number or a
         tag). Later versions stay in the history; row and fragment ids issued

@@ -137,9 +137,14 @@ def _decision_pylance(cell: str, txn) -> tuple[str, int | None]:
 
 
 def _decision_ours(cell: str, txn_bytes: bytes) -> tuple[str, int | None]:
+    from lance_ops.format.naming import new_uuid
     from lance_ops.txn.operations import Transaction
 
     txn = Transaction.from_bytes(txn_bytes).with_read_version(1)
+    # A transaction of its own: for ours == theirs the cell's version 2 holds
+    # this very transaction (same uuid), which the commit loop would rightly
+    # take for an earlier commit of ours (pylance does not compare uuids).
+    txn.uuid = new_uuid()
     try:
         result = commit(ObjectStore(cell), txn)
     except CommitConflictError as e:

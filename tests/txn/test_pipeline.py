@@ -11,7 +11,12 @@ import lance
 import pyarrow as pa
 import pytest
 
-from lance_ops.errors import CommitConflictError, InvalidArgumentError, LanceOpsError
+from lance_ops.errors import (
+    CommitConflictError,
+    CommitOutcomeUnknownError,
+    InvalidArgumentError,
+    LanceOpsError,
+)
 from lance_ops.format.deletion import read_deletion_vector, write_deletion_vector
 from lance_ops.format.messages import copy_message
 from lance_ops.format.schema import Schema
@@ -185,6 +190,7 @@ def test_reruns_are_bounded(store):
 def test_unknown_commit_outcome_keeps_the_files(store, monkeypatch):
     """An error from the store during the put may hide a successful commit:
     the change's files must stay (vacuum removes them if they are orphans)."""
+    monkeypatch.setattr("lance_ops.txn.commit.MAX_SETTLE_BACKOFF_S", 0.0)
     staged = staged_append(store)
     written = operation_files(staged.operation)
 
@@ -192,8 +198,9 @@ def test_unknown_commit_outcome_keeps_the_files(store, monkeypatch):
         raise OSError("connection reset")
 
     monkeypatch.setattr(store.commit_handler, "commit", broken)
-    with pytest.raises(OSError):
+    with pytest.raises(CommitOutcomeUnknownError) as e:
         execute(store, open_snapshot(store), lambda s: staged)
+    assert isinstance(e.value.__cause__, OSError) and e.value.version == 2
     assert written <= files(store.root)
 
 
