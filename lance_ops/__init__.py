@@ -106,6 +106,20 @@ def _register_in_active_session() -> None:
 
 _register_in_active_session()
 
+
+def _spark_files_credentials(handle: str):
+    # Storage credentials published to a Spark session reach its Python
+    # workers as a Spark file (lance_ops.storage.credentials); pyspark is
+    # only imported when a worker resolves one.
+    from .spark.credentials import spark_files_path
+
+    return spark_files_path(handle)
+
+
+from .storage import credentials as _credentials  # noqa: E402
+
+_credentials.add_resolver(_spark_files_credentials)
+
 __all__ = [
     "LanceTable", "Table", "CommitInfo", "register", "log_to_stderr", "local_session", "errors", "__version__",
     "LanceOpsError", "TableNotFoundError", "TableExistsError", "SchemaMismatchError",

@@ -16,6 +16,7 @@ from .errors import InvalidArgumentError
 from .format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
 from .ops.common import labelled
 from .results import CommitInfo
+from .spark.credentials import publish as publish_credentials
 from .spark.datasource import register
 from .txn.log import Snapshot
 from .txn.pipeline import DEFAULT_CONFLICT_RETRIES
@@ -42,6 +43,8 @@ class LanceTable:
         #: The Spark-free core of this handle (history, tags, vacuum, ...).
         self.table = Table(uri, session_storage_options(spark, storage_options), version, branch=branch,
                            conflictRetries=retries)
+        # credentials reach the executors as a handle, never as logged text
+        publish_credentials(spark, self.table.store)
 
     # ------------------------------------------------------------ opening
     @classmethod
@@ -86,6 +89,7 @@ class LanceTable:
         register(spark)
         storage_options = session_storage_options(spark, storage_options)
         store = ObjectStore(uri, storage_options)
+        publish_credentials(spark, store)
         prepare = write_dataframe(store, df, mode, stable_row_ids=stableRowIds, max_rows_per_fragment=maxRowsPerFragment,
                                   properties=properties)
         options = WriteOptions(

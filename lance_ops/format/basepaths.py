@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from ..errors import CorruptTableError
 from .naming import DATA_DIR, INDICES_DIR, deletion_file_path
+from .paths import check_relative
 
 
 def base_store(store, base_id: int, what: str):
@@ -47,7 +48,9 @@ def base_store(store, base_id: int, what: str):
 
 
 def data_file_location(store, data_file) -> tuple[object, str]:
-    """(store, path relative to it) of a ``DataFile``."""
+    """(store, path relative to it) of a ``DataFile``; a path reaching
+    outside its root is CorruptTableError (:mod:`.paths`)."""
+    check_relative(data_file.path, "data file", store.root)
     if data_file.HasField("base_id"):
         sub, is_root = base_store(store, data_file.base_id, f"data file {data_file.path}")
         return sub, (f"{DATA_DIR}/{data_file.path}" if is_root else data_file.path)

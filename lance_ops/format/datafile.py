@@ -15,6 +15,7 @@ types. Deletions and metadata columns are applied one level up
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -22,7 +23,13 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 
-from ..errors import CorruptTableError, InvalidArgumentError, LanceOpsError, UnsupportedFeatureError
+from ..errors import (
+    CorruptTableError,
+    InvalidArgumentError,
+    LanceOpsError,
+    StorageIOError,
+    UnsupportedFeatureError,
+)
 from .basepaths import data_file_location
 from .legacy import LegacyFileReader, is_legacy, legacy_file_schema
 from .naming import DATA_DIR, new_data_file_name
@@ -67,12 +74,13 @@ class DataFileWriter:
         )
         self._staging = store.codec_staging()
         self._uri = self._staging.writer_uri(self.rel)
-        self._writer = _lance_file().LanceFileWriter(
-            self._uri,
-            self.arrow_schema,
-            version=file_version,
-            storage_options=store.codec_options or None,
-        )
+        with self._writing():
+            self._writer = _lance_file().LanceFileWriter(
+                self._uri,
+                self.arrow_schema,
+                version=file_version,
+                storage_options=store.codec_options or None,
+            )
         self.num_rows = 0
         #: Top-level fields holding packed structs somewhere (see _for_packing).
         self._packed = {f.name for f in self.fields if any(x.is_packed_struct for x in f.walk())}
@@ -90,13 +98,27 @@ class DataFileWriter:
                  for i, f in enumerate(self.fields)],
                 schema=self.arrow_schema,
             )
-        self._writer.write_batch(batch)
+        with self._writing():
+            self._writer.write_batch(batch)
         self.num_rows += batch.num_rows
 
+    @contextlib.contextmanager
+    def _writing(self):
+        """The codec's and the store's failures as StorageIOError naming the
+        file (a task's caller sees which file, not a bare OSError)."""
+        try:
+            yield
+        except (LanceOpsError, TypeError, ValueError):
+            raise
+        except OSError as e:
+            raise StorageIOError(f"writing data file failed: {type(e).__name__}: {e}",
+                                 self.store.path(self.rel)) from e
+
     def finish(self) -> table_pb2.DataFile:
-        self._writer.close()
-        size = int(self._writer.size_bytes or 0)
-        self._staging.finish_write(self.rel, self._uri)
+        with self._writing():
+            self._writer.close()
+            size = int(self._writer.size_bytes or 0)
+            self._staging.finish_write(self.rel, self._uri)
         version = file_version_tuple(self.file_version)
         ids = data_file_field_ids(self.fields, version)
         return table_pb2.DataFile(
@@ -180,6 +202,11 @@ _SCHEMA_CACHE_SIZE = 4096
 #: Codec messages that mean "a valid file this codec cannot decode" rather
 #: than damage.
 _UNSUPPORTED_MARKERS = ("unknown lance storage version", "not supported", "unsupported", "not implemented")
+#: Codec messages that mean the store could not be reached or answered with
+#: an error (after the codec's own retries): not damage.
+_TRANSPORT_MARKERS = ("error sending request", "connection", "timed out", "timeout", "dispatch failure",
+                      "service unavailable", "slowdown", "internal error", "broken pipe", "reset by peer",
+                      "max_retries", "after retries", "retries exhausted")
 
 
 def codec_error(e: BaseException, uri: str, data_file: table_pb2.DataFile | None = None) -> Exception:
@@ -188,6 +215,8 @@ def codec_error(e: BaseException, uri: str, data_file: table_pb2.DataFile | None
     UnsupportedFeatureError naming the file, its version and what to do;
     anything else is damage (CorruptTableError)."""
     msg = str(e)
+    if any(m in msg.lower() for m in _TRANSPORT_MARKERS):
+        return StorageIOError(f"reading data file failed in the store: {msg}", uri)
     if any(m in msg.lower() for m in _UNSUPPORTED_MARKERS):
         version = (
             f"{data_file.file_major_version}.{data_file.file_minor_version}" if data_file is not None else "unknown"

@@ -21,6 +21,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..errors import CorruptTableError
+from .paths import check_relative
 from .proto import rowids_pb2
 
 _U16_MAX = 0xFFFF
@@ -171,6 +172,7 @@ def sequence_bytes(store, fragment, which: tuple[str, str]) -> bytes | None:
         return getattr(fragment, inline)
     if fragment.HasField(external):
         ref = getattr(fragment, external)
+        check_relative(ref.path, f"external sequence file of fragment {fragment.id}", store.root)
         try:
             return store.read_range(ref.path, ref.offset, ref.size)
         except FileNotFoundError as e:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..format.scan import ROW_ADDR, ROW_CREATED, ROW_ID, ROW_UPDATED
+from ..spark.credentials import reader_options
 from ..spark.datasource import register
 from ..spark.frames import rows_per_partition
 from ..txn.log import open_snapshot
@@ -50,8 +51,7 @@ def read_dataframe(
     trace = spark.conf.get(SCAN_TRACE_CONF, None)
     if trace:
         reader = reader.option("scanTrace", trace)
-    for k, v in store.storage_options.items():
-        reader = reader.option(f"storage.{k}", v)
+    reader = reader.options(**reader_options(spark, store))
     # The schema the source would report, given up front: Spark then skips
     # the data source's schema() round trip (a Python planner process).
     schema = spark_schema(snap.schema, columns, meta)

@@ -689,6 +689,7 @@ class LanceDataSourceWriter(DataSourceArrowWriter):
         state.pop("snapshot", None)  # metadata of the driver's planning, not shipped
         return state
 
+    @executor_task
     def write(self, iterator):
         from .write import write_task
 

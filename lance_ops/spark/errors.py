@@ -61,9 +61,16 @@ def decode(text: str) -> E.LanceOpsError | None:
     if cls is E.CommitConflictError:
         err.retryable = bool(getattr(err, "retryable", True))
         err.conflicting_version = getattr(err, "conflicting_version", None)
-    if cls is E.CorruptTableError:
+    if cls in (E.CorruptTableError, E.StorageIOError):
         err.path = getattr(err, "path", None)
     return err
+
+
+def _storage_error(e: OSError) -> E.StorageIOError:
+    """A store failure in a task (s3fs, the codec, the file system) as the
+    lance_ops error naming the file where the error knows it."""
+    path = e.filename if isinstance(getattr(e, "filename", None), str) else None
+    return E.StorageIOError(f"{type(e).__name__}: {e}", path)
 
 
 def _reraise(e: E.LanceOpsError):
@@ -83,6 +90,8 @@ def executor_task(fn):
                 yield from fn(*args)
             except E.LanceOpsError as e:
                 _reraise(e)
+            except OSError as e:
+                _reraise(_storage_error(e))
 
         wrappers = {1: lambda a: gen((a,)), 2: lambda a, b: gen((a, b))}
     else:
@@ -92,6 +101,8 @@ def executor_task(fn):
                 return fn(*args)
             except E.LanceOpsError as e:
                 _reraise(e)
+            except OSError as e:
+                _reraise(_storage_error(e))
 
         wrappers = {1: lambda a: call((a,)), 2: lambda a, b: call((a, b))}
     if arity not in wrappers:

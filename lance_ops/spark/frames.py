@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 from ..format.scan import ROW_ADDR, ROW_CREATED, ROW_ID, ROW_UPDATED
 from ..txn.log import Snapshot
 from . import jvm, plans
+from .credentials import reader_options, reader_storage_options
 from .datasource import DEFAULT_ROWS_PER_PARTITION, key_filter_option, register
 from .types import spark_schema
 
@@ -335,8 +336,7 @@ def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(R
     cols = snapshot.schema.names if columns is None else list(columns)
     # An explicit schema pins the column set (and skips a schema() round trip).
     reader = reader.schema(spark_schema(snapshot.schema, cols, metadata))
-    for k, v in store.storage_options.items():
-        reader = reader.option(f"storage.{k}", v)
+    reader = reader.options(**reader_options(spark, store))
     return reader.load(store.uri)
 
 
@@ -359,7 +359,7 @@ def planned_scan_frame(spark, snapshot: Snapshot, columns: list[str], metadata=(
 
     store = snapshot.store
     opts = ReadOptions(path=store.uri, version=str(snapshot.version), columns=list(columns),
-                       metadata=list(metadata), storage_options=dict(store.storage_options),
+                       metadata=list(metadata), storage_options=reader_storage_options(spark, store),
                        rows_per_partition=rows_per_partition(spark, snapshot.num_rows()),
                        split_fragments=split_fragments, skip_report=skip_report,
                        key_filter=key_filter_option(key_filter[0], key_filter[1]) if key_filter else None)
@@ -430,8 +430,7 @@ def staged_frame(spark, ctx, columns: list[str] | None = None, metadata=(), only
         reader = reader.option("fragmentIds", ",".join(str(i) for i in ctx.new_fragment_ids()))
     cols = staged.schema.names if columns is None else list(columns)
     reader = reader.schema(spark_schema(staged.schema, cols, metadata))
-    for k, v in ctx.store.storage_options.items():
-        reader = reader.option(f"storage.{k}", v)
+    reader = reader.options(**reader_options(spark, ctx.store))
     return reader.load(ctx.store.uri)
 
 

@@ -80,9 +80,9 @@ def register_name(spark, name: str, uri: str, storage_options: dict | None = Non
     from ..table import LanceTable
 
     handle = LanceTable(spark, uri, storage_options=storage_options)
-    reader = spark.read.format("lance").schema(handle.schema)
-    for k, v in (storage_options or {}).items():
-        reader = reader.option(f"storage.{k}", v)
+    from ..spark.credentials import reader_options
+
+    reader = spark.read.format("lance").schema(handle.schema).options(**reader_options(spark, handle.table.store))
     reader.load(handle.uri).createOrReplaceTempView(name)
     spark.conf.set(REGISTRY_PREFIX + name.lower(), handle.uri)
 

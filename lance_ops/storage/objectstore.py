@@ -35,11 +35,13 @@ import uuid
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterator
-from urllib.parse import parse_qsl, urlparse
+from urllib.parse import parse_qsl, unquote, urlparse
 
 import fsspec
 
 from ..errors import InvalidArgumentError
+from . import credentials
+from .credentials import is_secret_key
 
 #: Schemes pylance's file codec opens directly.
 CODEC_NATIVE_SCHEMES = {"file", "s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "oss", "hf"}
@@ -66,13 +68,7 @@ _OWN_KEYS = {COMMIT_STORE_KEY}
 #: pylance's query parameter naming the DynamoDB table of an ``s3+ddb://`` URI.
 DDB_TABLE_PARAM = "ddbTableName"
 
-_SECRET_KEY = re.compile(r"secret|token|password|passwd|credential|sas|signature|private|(^|_)key$", re.I)
 _URI_PASSWORD = re.compile(r"(://[^/:@?#]*:)([^@/?#]*)(@)")
-
-
-def is_secret_key(key: str) -> bool:
-    """Whether a storage option's value is a credential (never shown)."""
-    return bool(_SECRET_KEY.search(key))
 
 
 def redact_uri(uri: str) -> str:
@@ -148,7 +144,13 @@ def resolve_uri(uri: str, options: dict | None) -> tuple[str, dict]:
 
 def normalize_uri(uri: str) -> tuple[str, str]:
     """(scheme, root) for a table location. Local paths become absolute paths
-    with scheme "file"; other URIs keep their scheme and lose a trailing slash."""
+    with scheme "file"; other URIs keep their scheme and lose a trailing
+    slash. The path is normalised once, here, so that every client (fsspec
+    for metadata, the Lance codec for data files, pylance) names the same
+    objects: ``.`` segments and repeated slashes go, ``..`` removes the
+    segment before it (InvalidArgumentError when there is none: above the
+    bucket), and a percent-encoded dot segment (``%2e%2e``) is refused -- URL
+    parsers decode it, key-based clients do not."""
     uri = os.fspath(uri)
     parsed = urlparse(uri)
     if parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt"):
@@ -156,8 +158,34 @@ def normalize_uri(uri: str) -> tuple[str, str]:
         if parsed.scheme == "file" and parsed.netloc:
             path = "/" + parsed.netloc + parsed.path
         return "file", os.path.abspath(os.path.expanduser(path))
-    root = uri.rstrip("/")
-    return parsed.scheme, root
+    if "://" not in uri:
+        return parsed.scheme, uri.rstrip("/")
+    prefix, rest = uri.split("://", 1)
+    tail = ""
+    for sep in ("?", "#"):
+        if sep in rest:
+            rest, more = rest.split(sep, 1)
+            tail = sep + more + tail
+            break
+    head, _, path = rest.partition("/")
+    out: list[str] = []
+    for seg in path.split("/"):
+        decoded = unquote(seg)
+        if seg in ("", "."):
+            continue
+        if seg == "..":
+            if not out:
+                raise InvalidArgumentError(f"{redact_uri(uri)}: '..' reaches above {prefix}://{head}")
+            out.pop()
+            continue
+        if decoded in (".", ".."):
+            raise InvalidArgumentError(
+                f"{redact_uri(uri)}: the percent-encoded segment {seg!r} is read as {decoded!r} by some clients "
+                "and literally by others; spell the path without it"
+            )
+        out.append(seg)
+    root = f"{prefix}://{head}" + ("/" + "/".join(out) if out else "")
+    return parsed.scheme, root + tail
 
 
 class ObjectStore:
@@ -165,7 +193,8 @@ class ObjectStore:
     ``(uri, storage_options)`` in executors)."""
 
     def __init__(self, uri: str, storage_options: dict[str, str] | None = None):
-        self.uri, self.storage_options = resolve_uri(uri, {str(k): str(v) for k, v in (storage_options or {}).items()})
+        options = credentials.resolve_options({str(k): str(v) for k, v in (storage_options or {}).items()})
+        self.uri, self.storage_options = resolve_uri(uri, options)
         self.scheme, self.root = normalize_uri(self.uri)
         fs_kwargs, self.codec_options = split_storage_options(self.scheme, self.storage_options)
         self.fs = fsspec.filesystem(self.scheme, **fs_kwargs)
@@ -185,7 +214,12 @@ class ObjectStore:
         self.manifest_cache: dict = {}
 
     def __reduce__(self):
-        return (ObjectStore, (self.uri, self.storage_options), {"bases": self.bases})
+        # Credentials a Spark session published travel as their handle
+        # (pickles of tasks are logged by py4j, base64-encoded): see
+        # :mod:`.credentials`.
+        handle = credentials.published_handle(self.storage_options)
+        options = {credentials.HANDLE_OPTION: handle} if handle else self.storage_options
+        return (ObjectStore, (self.uri, options), {"bases": self.bases})
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.root!r})"

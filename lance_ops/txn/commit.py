@@ -34,7 +34,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
-from ..errors import CommitConflictError, CommitOutcomeUnknownError, TableNotFoundError
+from ..errors import (
+    CommitConflictError,
+    CommitOutcomeUnknownError,
+    InvalidArgumentError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+)
 from ..format.features import check_writable
 from ..format.manifest import ManifestFile, encode_manifest_file
 from ..format.messages import copy_message
@@ -244,6 +250,9 @@ def _commit(store, txn, new_table, checks, max_attempts, on_rebase, state: Commi
             loc = handler.commit(new_version, naming, data)
             if loc is None:  # the name exists: whose commit is it?
                 loc = _settle(store, tlog, txn, new_version, naming, data, None)
+        except (UnsupportedFeatureError, InvalidArgumentError):
+            state.in_doubt = False  # refused before anything was sent (e.g. the store ignores conditions)
+            raise
         except Exception as e:
             log.warning("committing version %d of %s failed (%s: %s); finding out whether it happened",
                         new_version, store.root, type(e).__name__, e)

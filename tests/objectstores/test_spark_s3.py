@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
+import os
+import subprocess
+import sys
 
 import lance
 import pyarrow as pa
@@ -15,6 +19,7 @@ from pyspark.sql import functions as F
 
 from lance_ops import LanceTable
 from lance_ops.errors import LanceOpsError, UnsupportedFeatureError
+from tests.objectstores.conftest import ROOT
 from tests.servers import SECRET_KEY
 
 
@@ -126,3 +131,49 @@ def test_store_ignoring_conditional_writes_is_refused(spark, moto, tmp_path):
     t = LanceTable.create(spark, uri, spark.range(3), storage_options=opts)
     t.delete("id = 0")
     assert [r["id"] for r in rows(uri, opts)] == [1, 2]
+
+
+def _leaks(text: str, secret: str) -> list[str]:
+    """Where ``secret`` shows in ``text``: as is, or base64-encoded at any of
+    the three byte alignments (py4j logs byte arguments -- pickled tasks --
+    as base64)."""
+    import base64
+
+    found = [f"plain at {text.index(secret)}"] if secret in text else []
+    raw = secret.encode()
+    for shift in range(3):
+        pad = b"\0" * shift
+        enc = base64.b64encode(pad + raw).decode()
+        core = enc[(shift * 4 + 2) // 3 + 1: len(enc) - 4]  # the characters that depend only on the secret
+        if core and core in text:
+            found.append(f"base64 (shift {shift}) at {text.index(core)}")
+    return found
+
+
+def test_secrets_never_reach_spark_or_py4j_logs_at_debug(moto, tmp_path):
+    """Storage options holding a secret reach Spark's workers as a handle
+    (a Spark artifact), never as reader options or pickled plaintext. A
+    session of its own (a child process) logs everything at DEBUG -- py4j's
+    commands, pyspark, botocore, and Spark's JVM through log4j -- while it
+    writes, reads, deletes, updates, merges and adds a column on S3: the
+    secret access key appears nowhere, plain or base64-encoded, and every
+    operation reached S3 with it."""
+    uri = f"s3://lance-ops/secret-{tmp_path.name}.lance"
+    opts = moto.options(commit_store=f"sqlite:///{tmp_path}/c.db")
+    log4j = tmp_path / "log4j2.properties"
+    jvm_log, py_log = tmp_path / "jvm.log", tmp_path / "py.log"
+    log4j.write_text(
+        "rootLogger.level = debug\nrootLogger.appenderRef.f.ref = F\n"
+        f"appender.f.type = File\nappender.f.name = F\nappender.f.fileName = {jvm_log}\n"
+        "appender.f.layout.type = PatternLayout\nappender.f.layout.pattern = %p %c: %m%n\n"
+    )
+    env = dict(os.environ, LANCE_OPS_TEST_STORAGE=json.dumps(opts), PYTHONPATH=ROOT,
+               PYSPARK_SUBMIT_ARGS=f"--driver-java-options -Dlog4j2.configurationFile=file:{log4j} pyspark-shell")
+    done = subprocess.run([sys.executable, "-m", "tests.objectstores.secret_scenario", uri, str(py_log)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    logged = jvm_log.read_text(errors="replace") + py_log.read_text(errors="replace") + done.stdout + done.stderr
+    assert "Command to send" in logged and "DEBUG org.apache.spark" in logged  # DEBUG was really on
+    assert _leaks(logged, SECRET_KEY) == []
+    assert "lance_ops-credentials-" in logged  # what travelled instead
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == rows(uri, opts)

@@ -127,3 +127,18 @@ def test_spark_fuzz_slow(spark, base, tmp_path):
     fz.write_report("spark-slow", results)
     bad = fz.failures(results)
     assert not bad, "\n".join(bad)
+
+
+def test_a_data_file_outside_the_table_is_refused_through_spark(spark, tmp_path):
+    """A manifest whose data file path climbs out of the table (``../``) into
+    another table: the Spark read fails with CorruptTableError (from the
+    executor, as itself) instead of returning the other table's rows."""
+    from lance_ops.errors import CorruptTableError
+    from tests.hostile import VARIANTS, make_pair, point_outside
+
+    victim, attacker, vfile = make_pair(str(tmp_path))
+    point_outside(attacker, None, VARIANTS["dotdot"](victim, vfile), keep_size=False)
+    with pytest.raises(Exception) as e:
+        LanceTable(spark, attacker).toDF().collect()
+    err = spark_error(e.value)
+    assert isinstance(err, CorruptTableError) and "reaches outside the table" in str(err)
