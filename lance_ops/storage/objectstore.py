@@ -28,6 +28,8 @@ error message (:func:`redact_options`, :func:`redact_uri`).
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import re
 import tempfile
@@ -39,7 +41,7 @@ from urllib.parse import parse_qsl, unquote, urlparse
 
 import fsspec
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, LanceOpsError, StorageIOError
 from . import credentials
 from .credentials import is_secret_key
 
@@ -188,6 +190,38 @@ def normalize_uri(uri: str) -> tuple[str, str]:
     return parsed.scheme, root + tail
 
 
+def _store_errors(what: str):
+    """Failures of the store (after its client's own retries) as
+    :class:`StorageIOError` naming the file -- FileNotFoundError and
+    FileExistsError stay themselves: callers decide by them."""
+
+    def deco(fn):
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def gen(self, rel, *args, **kwargs):
+                try:
+                    yield from fn(self, rel, *args, **kwargs)
+                except (FileNotFoundError, FileExistsError, LanceOpsError):
+                    raise
+                except Exception as e:  # noqa: BLE001 - botocore's errors are not OSErrors
+                    raise StorageIOError(f"{what} failed: {type(e).__name__}: {e}", self.path(rel)) from e
+
+            return gen
+
+        @functools.wraps(fn)
+        def call(self, rel, *args, **kwargs):
+            try:
+                return fn(self, rel, *args, **kwargs)
+            except (FileNotFoundError, FileExistsError, LanceOpsError):
+                raise
+            except Exception as e:  # noqa: BLE001 - botocore's errors are not OSErrors
+                raise StorageIOError(f"{what} failed: {type(e).__name__}: {e}", self.path(rel)) from e
+
+        return call
+
+    return deco
+
+
 class ObjectStore:
     """File operations relative to a table root. Picklable (re-created from
     ``(uri, storage_options)`` in executors)."""
@@ -260,6 +294,7 @@ class ObjectStore:
         return f"{self.root}/{rel.lstrip('/')}"
 
     # ------------------------------------------------------------------ reads
+    @_store_errors("reading")
     def read_bytes(self, rel: str) -> bytes:
         if self.is_s3:
             # one GET (open() and a concurrent cat ask for the size first)
@@ -267,17 +302,21 @@ class ObjectStore:
         with self.fs.open(self.path(rel), "rb") as f:
             return f.read()
 
+    @_store_errors("reading")
     def read_range(self, rel: str, start: int, length: int) -> bytes:
         with self.fs.open(self.path(rel), "rb") as f:
             f.seek(start)
             return f.read(length)
 
+    @_store_errors("checking")
     def exists(self, rel: str) -> bool:
         return self.fs.exists(self.path(rel))
 
+    @_store_errors("checking")
     def size(self, rel: str) -> int:
         return int(self.fs.size(self.path(rel)))
 
+    @_store_errors("listing")
     def list_dir(self, rel: str) -> list[FileInfo]:
         """Files directly inside ``rel`` (not recursive); [] if it does not exist."""
         if self.is_s3:
@@ -295,6 +334,7 @@ class ObjectStore:
             out.append(FileInfo(name, int(e.get("size") or 0), _mtime(e)))
         return out
 
+    @_store_errors("listing")
     def first_files(self, rel: str, count: int) -> tuple[list[FileInfo], bool]:
         """The first ``count`` files directly inside ``rel`` in the store's
         listing order, and whether there are more. One request on S3 (whose
@@ -311,6 +351,7 @@ class ObjectStore:
         infos = sorted(self.list_dir(rel), key=lambda i: i.name)
         return infos[:count], len(infos) > count
 
+    @_store_errors("listing")
     def _s3_list(self, rel: str, *, delimiter: bool, page_size: int = 1000) -> Iterator[tuple[str, FileInfo]]:
         """Stream ``ListObjectsV2`` pages below ``rel`` (one request per page):
         (path relative to the root, info), in key order."""
@@ -333,6 +374,7 @@ class ObjectStore:
                 return
             kwargs["ContinuationToken"] = token
 
+    @_store_errors("listing")
     def walk_files(self, rel: str) -> Iterator[tuple[str, FileInfo]]:
         """(path relative to the root, info) for every file below ``rel``,
         streamed (S3: page by page; local: directory by directory)."""
@@ -364,6 +406,7 @@ class ObjectStore:
             yield n, FileInfo(n.rsplit("/", 1)[-1], int(e.get("size") or 0), _mtime(e))
 
     # ----------------------------------------------------------------- writes
+    @_store_errors("writing")
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Plain put (may overwrite)."""
         target = self.path(rel)
@@ -376,6 +419,7 @@ class ObjectStore:
             return
         self.fs.pipe_file(target, data)
 
+    @_store_errors("creating")
     def put_if_absent(self, rel: str, data: bytes) -> bool:
         """Create ``rel`` unless it exists, atomically on stores with
         conditional writes (S3: ``If-None-Match: *``). False if it exists.
@@ -387,6 +431,7 @@ class ObjectStore:
         except FileExistsError:
             return False
 
+    @_store_errors("copying")
     def copy(self, src: str, dst: str) -> None:
         """Copy ``src`` to ``dst`` (may overwrite); ``dst`` appears whole or
         not at all (S3: a server-side copy; local: write then rename).
@@ -401,6 +446,7 @@ class ObjectStore:
     def _s3_key(self, rel: str) -> str:
         return self.path(rel).split("/", 1)[1]
 
+    @_store_errors("deleting")
     def delete(self, rel: str) -> None:
         if self.is_s3:
             # One DeleteObject request (idempotent: no error if absent).

@@ -73,3 +73,21 @@ def run_writers(uri: str, options: dict, specs: list[tuple[int, int, list[str]]]
             stdout, stderr = p.communicate()
         out[w] = (p.returncode, [json.loads(line) for line in stdout.splitlines() if line.startswith("{")], stderr)
     return out
+
+
+@pytest.fixture(scope="session")
+def faulty(moto, tmp_path_factory):
+    """The moto server behind the fault-injecting proxy (no faults until a
+    test sets a policy; every test clears it)."""
+    from tests.servers import FaultProxy
+
+    proxy = FaultProxy(str(tmp_path_factory.mktemp("fault-proxy")), moto).start()
+    yield proxy
+    proxy.stop()
+
+
+@pytest.fixture
+def faults(faulty):
+    faulty.clear()
+    yield faulty
+    faulty.clear()

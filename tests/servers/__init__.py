@@ -118,6 +118,58 @@ class MotoServer:
         return name
 
 
+class FaultProxy:
+    """:mod:`fault_proxy` in front of a :class:`MotoServer` (a child process
+    on 127.0.0.1, stopped by PID): the same buckets and tables, reached
+    through a proxy that injects the faults its policy asks for."""
+
+    def __init__(self, workdir: str, upstream: "MotoServer"):
+        self.workdir = workdir
+        self.upstream = upstream
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+
+    def start(self) -> "FaultProxy":
+        self.port = free_port()
+        self.log = os.path.join(self.workdir, "fault-proxy.log")
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "fault_proxy.py"), str(self.port),
+                                          str(self.upstream.port)], stdout=log, stderr=subprocess.STDOUT)
+        _wait(lambda: self.faults() is not None, 60, "fault proxy", self.proc, self.log)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_pid(self.proc)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _control(self, method: str, doc: dict | None = None) -> dict:
+        data = json.dumps(doc).encode() if doc is not None else None
+        req = urllib.request.Request(self.endpoint + "/_faults", data=data, method=method)
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return json.load(r)
+
+    def faults(self) -> dict:
+        """What was injected so far ({"injected": {"kind fault": n}, "seen": ...})."""
+        return self._control("GET")
+
+    def set_faults(self, seed: int = 0, rates: dict | None = None, script: list | None = None) -> dict:
+        return self._control("POST", {"seed": seed, "rates": rates or {}, "script": script or []})
+
+    def clear(self) -> dict:
+        return self._control("DELETE")
+
+    def options(self, **extra) -> dict:
+        """Storage options reaching the S3 server through the proxy. The
+        clients' own retry budgets stay at their defaults, as users have them."""
+        opts = self.upstream.options(**extra)
+        opts["aws_endpoint"] = opts["dynamodb_endpoint"] = self.endpoint
+        return opts
+
+
 def postgres_bin() -> str:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
     if not found:
