@@ -73,8 +73,8 @@ class DataFileWriter:
             [f.to_arrow() for f in self.fields], metadata=schema_metadata or None
         )
         self._staging = store.codec_staging()
-        self._uri = self._staging.writer_uri(self.rel)
         with self._writing():
+            self._uri = self._staging.writer_uri(self.rel)
             self._writer = _lance_file().LanceFileWriter(
                 self._uri,
                 self.arrow_schema,

@@ -268,3 +268,24 @@ def test_damaged_data_file_in_a_read_carries_the_error(spark, damaged):
         t.toDF().collect()
     err = decode(str(e.value))
     assert type(err) is CorruptTableError and os.path.basename(data) in err.path
+
+
+def test_a_store_failure_writing_a_data_file_names_the_file(spark, table):
+    """The executors cannot write data files (here ``data`` is a plain file,
+    not a directory): the append fails with StorageIOError naming the data
+    file -- a lance_ops error, not a PythonException wrapping an OSError --
+    and no version is committed."""
+    import shutil
+
+    from lance_ops.errors import StorageIOError
+
+    data = os.path.join(table, "data")
+    shutil.rmtree(data)
+    with open(data, "w") as f:
+        f.write("in the way")
+    t = LanceTable(spark, table)
+    with pytest.raises(StorageIOError) as e:
+        t.append(spark.createDataFrame([(3, "c")], "id long, s string"))
+    assert e.value.path and "/data/" in e.value.path and e.value.path.endswith(".lance")
+    assert "writing data file failed" in str(e.value)
+    assert LanceTable(spark, table).version == 1
