@@ -29,6 +29,9 @@ class CommitInfo:
     metrics: dict[str, Any] = field(default_factory=dict)
     rebases: int = 0
     reruns: int = 0
+    #: Why nothing was committed when the write was an idempotent one the
+    #: table already holds (``txnAppId`` / ``txnVersion``); None otherwise.
+    skipped: str | None = None
 
     @property
     def committed(self) -> bool:

@@ -36,6 +36,7 @@ from ..format.messages import copy_message
 from ..format.proto import table_pb2
 from ..format.schema import Schema
 from ..version import __version__
+from .idempotence import stamp
 from .log import Snapshot
 from .operations import (
     Append,
@@ -134,6 +135,7 @@ def build_manifest(ctx: BuildContext, txn: Transaction) -> tuple[table_pb2.Manif
     ctx.dictionaries = dict(prev.file.dictionaries) if prev is not None else {}
     apply_operation(txn.operation, draft, ctx)
     _finish(draft, ctx, txn)
+    stamp(draft.manifest, txn.properties)
     return draft.manifest, draft.indices
 
 

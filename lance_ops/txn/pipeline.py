@@ -25,6 +25,7 @@ runs their jobs.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -36,6 +37,8 @@ from ..format.features import check_writable
 from ..results import CommitInfo
 from .commit import Check, CommitResult, CommitState, NewTable, commit
 from .files import operation_files, snapshot_files
+from .idempotence import AlreadyCommitted, TxnId, is_done
+from .idempotence import check as idempotence_check
 from .log import Snapshot, open_snapshot
 from .operations import Operation, Rewrite, Transaction
 
@@ -96,6 +99,9 @@ class WriteOptions:
     retries: int = DEFAULT_CONFLICT_RETRIES
     new_table: NewTable | None = None
     timeout: float = 300.0
+    #: An idempotent write (Delta's txnAppId / txnVersion): skipped when the
+    #: table already holds it (:mod:`.idempotence`).
+    txn: TxnId | None = None
 
 
 def properties(parameters: dict | None = None, metrics: dict | None = None, user: dict | None = None) -> dict[str, str]:
@@ -157,6 +163,11 @@ def execute(
     None means there is nothing to commit."""
     options = options or WriteOptions()
     user = check_commit_properties(options.commit_properties)
+    if options.txn is not None:
+        done = is_done(start, options.txn)
+        if done is not None:  # known at once: nothing prepared
+            return _skipped(start, done)
+        options = dataclasses.replace(options, checks=[*options.checks, idempotence_check(options.txn)])
     began = time.monotonic()
     reruns = rebases = 0
     first_read = start.version if start is not None else 0
@@ -200,6 +211,11 @@ def execute(
             time.sleep(delay)
             snap = open_snapshot(store)
             continue
+        except AlreadyCommitted as done:
+            _remove(store, owned)
+            if committed:
+                break
+            return _skipped(snap, done)
         except CommitOutcomeUnknownError:
             raise  # every file stays: the version may name them
         except BaseException:
@@ -249,7 +265,8 @@ def _commit_staged(store, staged: StagedCommit, read_version: int, user: dict, o
     # preceding commit of ours changed what it builds on (schema evolution).
     main_read = read_version if not staged.before or isinstance(staged.operation, Rewrite) else base
     txn = Transaction(
-        main_read, staged.operation, properties=properties(staged.parameters, staged.metrics, user)
+        main_read, staged.operation,
+        properties={**properties(staged.parameters, staged.metrics, user), **(options.txn.properties() if options.txn else {})},
     )
     results.append(
         commit(
@@ -262,6 +279,12 @@ def _commit_staged(store, staged: StagedCommit, read_version: int, user: dict, o
     if main_read == read_version:
         return results, results[-1].concurrent - len(staged.before)
     return results, sum(r.concurrent for r in results)
+
+
+def _skipped(snap: Snapshot | None, done: AlreadyCommitted) -> CommitInfo:
+    log.info("%s", done)
+    return CommitInfo(version=None, readVersion=snap.version if snap is not None else 0, operation="",
+                      skipped=str(done))
 
 
 def _accumulate(totals: dict, metrics: dict) -> None:

@@ -21,6 +21,7 @@ from ..storage.objectstore import ObjectStore
 from .commit import Check, NewTable
 from .constraints import CONSTRAINT_PREFIX, constraints_of
 from .history import detail, history_rows
+from .idempotence import TxnId, watermark
 from .log import Snapshot, TableLog, open_snapshot
 from .operations import UpdateConfig
 from .pipeline import DEFAULT_CONFLICT_RETRIES, StagedCommit, WriteOptions, execute
@@ -115,6 +116,11 @@ class Table:
         out["branch"] = self.branch
         return out
 
+    def txnVersion(self, txnAppId: str) -> int | None:
+        """The last ``txnVersion`` committed for ``txnAppId`` (None: none),
+        as of this handle's version."""
+        return watermark(self.snapshot.manifest.config, txnAppId)
+
     def properties(self) -> dict[str, str]:
         """The table config (pylance's ``ds.config()``)."""
         return dict(self.snapshot.manifest.config)
@@ -202,13 +208,17 @@ class Table:
             )
 
     def execute(self, prepare: Callable[[Snapshot | None], StagedCommit | None], *,
-                commitProperties: dict | None = None, checks=(), new_table: NewTable | None = None) -> CommitInfo:
+                commitProperties: dict | None = None, checks=(), new_table: NewTable | None = None,
+                txnAppId: str | None = None, txnVersion: int | None = None) -> CommitInfo:
         """Run one write through the staged-commit pipeline, starting from this
-        handle's version; move the handle to the version it committed."""
+        handle's version; move the handle to the version it committed.
+        ``txnAppId`` / ``txnVersion``: an idempotent write, skipped (nothing
+        committed, ``CommitInfo.skipped`` says why) when the table already
+        holds that version of that app (:mod:`lance_ops.txn.idempotence`)."""
         self.writable()
         options = WriteOptions(
             checks=[*self.checks, *checks], commit_properties=commitProperties, retries=self.conflictRetries,
-            new_table=new_table,
+            new_table=new_table, txn=TxnId.of(txnAppId, txnVersion),
         )
         info = execute(self.store, self.snapshot, prepare, options)
         if info.version is not None:
