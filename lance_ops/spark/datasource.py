@@ -661,6 +661,10 @@ class LanceDataSourceWriter(DataSourceArrowWriter):
             store = branch_store(root, opts["branch"])
             if store is not root and not root.exists(branch_file(opts["branch"])):
                 raise InvalidArgumentError(f"branch {opts['branch']!r} does not exist in {root.root}")
+        from ..txn.idempotence import TxnId
+
+        #: Delta's idempotent writes: options txnAppId + txnVersion.
+        self.txn = TxnId.of(opts.get("txnappid"), opts.get("txnversion"))
         self.snapshot = latest_or_none(store)
         self.plan = plan_write(
             store,
@@ -705,7 +709,10 @@ class LanceDataSourceWriter(DataSourceArrowWriter):
         checks = [] if self.plan.exists else [must_not_exist]
         # (Spark may commit through an unpickled copy of this writer)
         read = open_snapshot(self.plan.store, self.plan.read_version) if self.plan.exists else None
-        execute(self.plan.store, read, lambda snap: staged, WriteOptions(checks=checks, new_table=new_table(self.plan)))
+        info = execute(self.plan.store, read, lambda snap: staged,
+                       WriteOptions(checks=checks, new_table=new_table(self.plan), txn=self.txn))
+        if info.skipped:  # an idempotent write the table already holds: the new files are nobody's
+            self.abort(messages)
 
     def abort(self, messages):
         for m in messages:
@@ -796,6 +803,16 @@ class LanceDataSource(DataSource):
 
     def writer(self, schema: T.StructType, overwrite: bool):
         return LanceDataSourceWriter(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: T.StructType, overwrite: bool):
+        from .streaming import LanceStreamWriter
+
+        return LanceStreamWriter(self.options, schema, overwrite)
+
+    def streamReader(self, schema: T.StructType):
+        from .streaming import LanceStreamReader
+
+        return LanceStreamReader(self.options, schema)
 
 
 class LanceDataSourceWithPushdown(LanceDataSource):
