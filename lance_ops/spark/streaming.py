@@ -23,7 +23,9 @@ version on, or ``latest``), ``startingTimestamp``, ``maxFilesPerTrigger`` /
 (versions that changed or deleted rows deliver nothing), ``ignoreDeletes``
 (the same for deletes only). Versions that rewrote data without changing it
 (compaction, a backfill's DataReplacement, Project, UpdateConfig, indices)
-deliver nothing; a version that deleted, updated or replaced rows fails the
+deliver nothing, nor does addColumns (the stream's columns are fixed when
+it starts: restart it to read new columns); a version that deleted, updated
+or replaced rows fails the
 query with :class:`~lance_ops.errors.UnsupportedFeatureError` unless those
 options say to skip it, as in Delta. Each micro-batch opens only the
 manifests of the versions it covers.
@@ -55,6 +57,7 @@ from ..txn.operations import (
     CreateIndex,
     DataReplacement,
     Delete,
+    Merge,
     Project,
     ReserveFragments,
     Rewrite,
@@ -174,6 +177,14 @@ class LanceStreamWriter(DataSourceStreamArrowWriter):
 
 #: Operations that change no row: their versions deliver nothing.
 _NO_ROWS = (Rewrite, DataReplacement, Project, UpdateConfig, CreateIndex, ReserveFragments)
+
+
+def _same_rows(before, after) -> bool:
+    """Whether two versions' fragments hold the same rows (ids, row counts,
+    deletions): what a Merge that only adds columns leaves."""
+    def rows(frags):
+        return sorted((f.id, f.physical_rows, live_rows(f)) for f in frags)
+    return rows(before) == rows(after)
 
 
 class StreamPartition(InputPartition):
@@ -337,6 +348,8 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(op, Append):
             before = prev.max_fragment_id if prev.HasField("max_fragment_id") else max((f.id for f in prev.fragments), default=-1)
             return [f for f in frags if f.id > before and live_rows(f)]
+        if isinstance(op, Merge) and _same_rows(prev.fragments, frags):
+            return []  # new columns for the same rows (addColumns): nothing to deliver
         if isinstance(op, Delete) and self.ignore_deletes:
             return []
         if self.skip_changes:

@@ -93,9 +93,9 @@ def read_stream(spark, uri, name, **options):
 
 def test_source_delivers_appends_once_and_skips_rewrites(spark, tmp_path):
     uri = str(tmp_path / "t.lance")
-    lance.write_dataset(pa.table({"id": [0, 1, 2]}), uri)
+    lance.write_dataset(pa.table({"id": pa.array([0, 1, 2], pa.int64()), "twice": pa.array([0, 2, 4], pa.int64())}), uri)
     t = LanceTable(spark, uri)
-    t.append(spark.range(3, 6))
+    t.append(spark.range(3, 6).selectExpr("id", "id * 2 AS twice"))
     ck, out = str(tmp_path / "ck"), str(tmp_path / "out")
     seen: list[int] = []
 
@@ -122,13 +122,16 @@ def test_source_delivers_appends_once_and_skips_rewrites(spark, tmp_path):
     # compaction, a property and an index change no rows: nothing delivered; an append is
     t.optimize().executeCompaction(targetRowsPerFragment=100)
     t.setProperties({"k": "v"})
-    t.append(spark.range(6, 8))
+    t.addColumns({"thrice": "id * 3"})  # new columns for the same rows
+    t.append(spark.range(6, 8).selectExpr("id", "id * 3 AS thrice"), allowMissingColumns=True)
+    info = t.backfill({"twice": "id * 2"})  # fills the new fragment's missing column file: rows unchanged
+    assert info.operation == "DataReplacement" and info.version is not None
     q, got = run("src2")
     assert q.exception() is None, q.exception()
     assert got == [6, 7]
     # a delete is an error unless the stream says to skip it, as Delta's
     t.delete("id = 0")
-    t.append(spark.range(8, 9))
+    t.append(spark.range(8, 9).selectExpr("id", "id * 2 AS twice", "id * 3 AS thrice"))
     q, got = run("src3")
     assert q.exception() is not None and "skipChangeCommits" in str(q.exception()) and got == []
     q, got = run("src4", ignoreDeletes="true")
