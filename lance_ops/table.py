@@ -498,6 +498,61 @@ class LanceTable:
         branch forked from it or a tag names one of its versions, as pylance)."""
         self.table.deleteBranch(name)
 
+    # ---------------------------------------------------------------- clones
+    def clone(self, target: str, isShallow: bool = True, replace: bool = False, properties: dict | None = None,
+              storage_options: dict | None = None) -> "LanceTable":
+        """Delta's ``clone``: a shallow clone of this handle's version at
+        ``target`` (a new Lance table whose manifest reaches this table's
+        files through a base path, as pylance's ``shallow_clone``; nothing
+        is written here). Returns a handle on the clone. ``properties``:
+        table config keys of the clone. Deep clones (``isShallow=False``) and
+        replacing an existing table raise UnsupportedFeatureError."""
+        return self._clone(None, target, isShallow, replace, properties, storage_options)
+
+    def cloneAtVersion(self, version: int | str, target: str, isShallow: bool = True, replace: bool = False,
+                       properties: dict | None = None, storage_options: dict | None = None) -> "LanceTable":
+        """``clone`` of ``version`` (a number or a tag) of this handle's branch."""
+        return self._clone(version, target, isShallow, replace, properties, storage_options)
+
+    def cloneAtTimestamp(self, timestamp, target: str, isShallow: bool = True, replace: bool = False,
+                         properties: dict | None = None, storage_options: dict | None = None) -> "LanceTable":
+        """``clone`` of the latest version committed at or before ``timestamp``
+        (a string in the session time zone, as Delta reads it, or a datetime)."""
+        from .txn.timetravel import version_at
+
+        return self._clone(version_at(self._store, self._session_timestamp(timestamp)), target, isShallow,
+                           replace, properties, storage_options)
+
+    def _session_timestamp(self, when):
+        """A timestamp string read by Spark in the session time zone (as Delta
+        reads one) as an aware datetime; datetimes pass through."""
+        import datetime
+
+        if not isinstance(when, str):
+            return when
+        row = self._spark.sql("SELECT unix_micros(CAST(:ts AS TIMESTAMP)) AS us", args={"ts": when}).head()
+        if row is None or row[0] is None:
+            raise InvalidArgumentError(f"{when!r} is not a timestamp")
+        return datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(microseconds=int(row[0]))
+
+    def _clone(self, version, target, isShallow, replace, properties, storage_options) -> "LanceTable":
+        from .errors import UnsupportedFeatureError
+
+        if not isShallow:
+            raise UnsupportedFeatureError(
+                "deep clones are not supported (as in open-source Delta): clone(target, isShallow=True) "
+                "makes a shallow clone that reads this table's files in place"
+            )
+        if replace and LanceTable.isLanceTable(self._spark, target, storage_options or self._store.storage_options):
+            raise UnsupportedFeatureError(
+                f"clone(..., replace=True) into the existing table {target}: replacing a table by a clone is not "
+                "supported; clone to a new location"
+            )
+        if properties is not None and not isinstance(properties, dict):
+            raise TypeError(f"properties must be a dict, got {type(properties).__name__}")
+        handle = self.table.clone(target, version, properties, storage_options)
+        return LanceTable(self._spark, handle.uri, storage_options=handle.store.storage_options)
+
     def __repr__(self) -> str:
         on = f", branch={self.branch!r}" if self.branch else ""
         return f"LanceTable({self.uri!r}, version={self.version}{on})"
