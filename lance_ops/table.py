@@ -218,16 +218,25 @@ class LanceTable:
         return sql(self._spark, text, tables={"this": self, **(tables or {})},
                    commitProperties=commitProperties, allResults=allResults)
 
-    def changes(self, startVersion: int, endVersion: int | None = None):
-        """Rows inserted or updated in versions (startVersion, endVersion] as a
-        DataFrame: the table's columns, ``_rowid``, the lineage columns and
-        ``_change_type`` ("insert" or "update"). ``endVersion`` defaults to
-        this handle's version. Computed from row lineage at ``endVersion``, so
-        it needs stable row ids; deleted rows are not reported (see
-        :mod:`lance_ops.ops.changes` for the caveats)."""
+    def changes(self, startVersion: int | None = None, endVersion: int | None = None, withRowId: bool = False,
+                withLineage: bool = False, startingTimestamp=None, endingTimestamp=None):
+        """The change feed of versions (startVersion, endVersion] with Delta's
+        rows and columns: the table's columns, ``_change_type`` (insert,
+        update_preimage, update_postimage, delete), ``_commit_version``,
+        ``_commit_timestamp``. ``endVersion`` defaults to this handle's
+        version. ``startingTimestamp`` / ``endingTimestamp`` (strings in the
+        session time zone, or datetimes) instead of versions: from the first
+        version committed at or after the start, to the last committed at or
+        before the end. ``withRowId`` / ``withLineage`` add ``_rowid`` / the
+        lineage columns. Computed from row lineage, deletion files and time
+        travel (no extra files); needs stable row ids. See
+        :mod:`lance_ops.txn.changefeed`."""
         from .ops.changes import changes
 
-        return changes(self._spark, self._store, self.snapshot, startVersion, endVersion)
+        return changes(self._spark, self._store, self.snapshot, startVersion, endVersion, with_row_id=withRowId,
+                       with_lineage=withLineage,
+                       starting_timestamp=None if startingTimestamp is None else self._session_timestamp(startingTimestamp),
+                       ending_timestamp=None if endingTimestamp is None else self._session_timestamp(endingTimestamp))
 
     # ------------------------------------------------------------ writes
     def _writable(self) -> None:
