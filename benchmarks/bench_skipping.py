@@ -8,6 +8,7 @@ same task count, measured in the same run.
 from __future__ import annotations
 
 import os
+import time
 
 import lance
 import numpy as np
@@ -169,6 +170,7 @@ def run(ctx: Context) -> Section:
                            peer_plus, "time", PEER_GOAL,
                            f"pylance alone {t['pylance']} s; empty job of {tasks} task(s) {empty} s; "
                            f"lance_ops ran {how}"))
+    _zorder(ctx, section)
     section.note(_python_source_floor(ctx))
     section.note(_python_source_rows_floor(ctx, read_pred, lo_ts, n_read))
     agg = ctx.timeit(lambda: spark.read.format("lance").load(bases["indexed"]).where(read_pred)
@@ -245,6 +247,76 @@ def _python_source_rows_floor(ctx: Context, read_pred: str, lo: int, n: int) -> 
     return (f"floor of the indexed read's query on a Python data source that takes the pushed filters and yields "
             f"the same {n:,} rows of the table's 4 columns from memory (no lance_ops code; Python data sources "
             f"cannot prune columns): {t} s")
+
+
+#: Z-order: the columns (uncorrelated, neither clustered by the writer) and the goal
+ZORDER_COLUMNS = ("f0", "k")
+K_RANGE = 1 << 40
+ZORDER_GOAL = 0.2
+
+
+def _zorder_table(rows: int):
+    """The skipping table's rows plus ``k``, a random long uncorrelated with ``f0``."""
+    for batch in _table(rows):
+        k = np.random.default_rng(batch.column(0)[0].as_py() + 1).integers(0, K_RANGE, batch.num_rows)
+        yield pa.record_batch([*batch.columns, pa.array(k)], names=[*batch.schema.names, "k"])
+
+
+def _touched(ctx: Context, path: str, pred: str, op: str) -> int:
+    """Fragments a selective read (skip report) or delete (its metrics) of
+    ``pred`` touches; a delete runs on a fresh copy."""
+    spark = ctx.spark
+    if op == "read":
+        report = os.path.join(ctx.scratch_dir, "zorder-read.json")
+        spark.read.format("lance").option("skipReport", report).load(path).where(pred).select("id").toArrow()
+        return read_skip_report(report)["numFragmentsScanned"]
+    work = fresh_copy(path, ctx.scratch("zorder-delete.lance"))
+    return LanceTable(spark, work).delete(pred).metrics["numFragmentsScanned"]
+
+
+def _zorder(ctx: Context, section: Section) -> None:
+    """Issue 30 item 13: ``optimize().executeZOrderBy("f0", "k")`` on a copy of
+    the table with a second random column; a selective read and delete on
+    each column, fragments touched before and after (goal: after <= 20% of
+    before); pylance reads the z-ordered table equal (rows, row ids, lineage)."""
+    spark = ctx.spark
+    rows = ctx.rows
+    schema = next(_zorder_table(1)).schema
+    base = ctx.scratch("skip-zorder-base.lance")
+    lance.write_dataset(pa.RecordBatchReader.from_batches(schema, _zorder_table(rows)), base,
+                        max_rows_per_file=-(-rows // FILES), enable_stable_row_ids=True)
+    LanceTable(spark, base).createIndex(list(ZORDER_COLUMNS), "ZONEMAP")
+    preds = {"f0": "f0 BETWEEN 0.3 AND 0.3001", "k": f"k BETWEEN {K_RANGE // 3} AND {K_RANGE // 3 + K_RANGE // 10_000}"}
+    before = {(op, c): _touched(ctx, base, p, op) for c, p in preds.items() for op in ("read", "delete")}
+    read_before = ctx.timeit(lambda: spark.read.format("lance").load(base).where(preds["f0"]).select("id").toArrow(),
+                             warmup=True)
+    work = fresh_copy(base, ctx.scratch("skip-zorder.lance"))
+    t0 = time.time()
+    result = LanceTable(spark, work).optimize().executeZOrderBy(*ZORDER_COLUMNS, targetRowsPerFragment=-(-rows // FILES))
+    zorder_s = time.time() - t0
+    metrics = result.head().metrics
+    after = {(op, c): _touched(ctx, work, p, op) for c, p in preds.items() for op in ("read", "delete")}
+    read_after = ctx.timeit(lambda: spark.read.format("lance").load(work).where(preds["f0"]).select("id").toArrow(),
+                            warmup=True)
+    same = True
+    cols = ["id", "f0", "k", "_row_created_at_version", "_row_last_updated_at_version"]
+    for c in cols:  # (one column at a time: two copies of the whole table would not fit in memory)
+        a = lance.dataset(base).to_table(columns=[c], with_row_id=True).sort_by("_rowid")
+        b = lance.dataset(work).to_table(columns=[c], with_row_id=True).sort_by("_rowid")
+        same = same and a.column(c).equals(b.column(c)) and a.column("_rowid").equals(b.column("_rowid"))
+    worst = max(after[k] / before[k] for k in before)
+    touched = "; ".join(f"{op} on {c}: {before[(op, c)]} → {after[(op, c)]} of {FILES}"
+                        for c in preds for op in ("read", "delete"))
+    section.add(Result(f"Z-order by ({', '.join(ZORDER_COLUMNS)}): read `{preds['f0']}`, z-ordered vs not",
+                       read_after, "the same table before the Z-order", read_before, "rate", None,
+                       f"fragments touched {touched}"))
+    section.note(
+        f"Z-order (`optimize().executeZOrderBy(\"f0\", \"k\")`, {rows:,} rows, {metrics.numFilesRemoved} → "
+        f"{metrics.numFilesAdded} fragments, {zorder_s:.1f} s, one run): fragments a selective read / delete "
+        f"touches -- {touched}; worst after/before {worst:.2f} (goal ≤ {ZORDER_GOAL:g}: "
+        f"{'PASS' if worst <= ZORDER_GOAL else 'FAIL'}); pylance reads the z-ordered table equal (values, row ids, "
+        f"lineage by row id): {'yes' if same else 'NO'}"
+    )
 
 
 #: The table size the driver-memory check compares the run's size with.
