@@ -50,6 +50,37 @@ class LanceTable:
         return cls(spark, uri, version=version, storage_options=storage_options, branch=branch)
 
     @classmethod
+    def forName(cls, spark, tableOrViewName: str, version: int | str | None = None,
+                storage_options: dict | None = None, branch: str | None = None) -> "LanceTable":
+        """Delta's ``forName``: the table a name stands for -- a name of the
+        Lance Namespace catalog configured in Spark conf (``db.events``,
+        ``lance.db.events``, or a table of its root namespace; see
+        :mod:`lance_ops.spark.catalogs`), or a name this session registered
+        (``CREATE TABLE name USING lance LOCATION ...``). TableNotFoundError
+        when neither knows it."""
+        from .errors import TableNotFoundError
+        from .namespace.ids import parse_name
+        from .spark import catalogs
+        from .sql.refs import registered_uri
+
+        register(spark)
+        parts = parse_name(tableOrViewName)
+        uri, options = None, {}
+        if len(parts) == 1:
+            uri = registered_uri(spark, parts[0])
+        if uri is None:
+            if catalogs.split(spark, parts) is None:
+                raise TableNotFoundError(
+                    f"no table named {tableOrViewName!r}: this session registered no such name and no Lance Namespace "
+                    f"is configured ({catalogs.PREFIX}lance.impl = dir | rest, with .root or .uri)"
+                )
+            uri, options = catalogs.describe(spark, parts)
+        opts = {**options, **(storage_options or {})}
+        t = cls(spark, uri, version=version, storage_options=opts or None, branch=branch)
+        t._name = tableOrViewName
+        return t
+
+    @classmethod
     def isLanceTable(cls, spark, uri: str, storage_options: dict | None = None) -> bool:
         """Whether ``uri`` holds a Lance table (a damaged one raises)."""
         from .spark.session import storage_options as session_storage_options

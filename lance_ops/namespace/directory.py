@@ -377,6 +377,12 @@ class DirectoryNamespace(LanceNamespace):
         self._insert_table(ident, rel, replace_marker=True)
         return RegisterTableResponse(location=rel)
 
+    def record_table(self, ident: list[str], location: str) -> None:
+        """Record a table just written at ``location`` (from
+        :meth:`new_location`) under ``ident`` -- what ``create_table`` does
+        after writing, for tables another writer (Spark) wrote."""
+        self._insert_table(ident, self.relative(location), replace_marker=True)
+
     def _insert_table(self, ident: list[str], rel: str, replace_marker: bool = False) -> None:
         if self._by_listing(ident):
             if rel != f"{ident[0]}.lance":

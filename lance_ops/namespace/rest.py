@@ -46,6 +46,7 @@ from lance_namespace import (
     ServiceUnavailableError,
     TableExistsRequest,
     TableExistsResponse,
+    UnsupportedOperationError,
     from_error_code,
 )
 
@@ -158,9 +159,14 @@ def _spec_error(e):
     body = e.body.decode() if isinstance(e.body, bytes) else e.body
     try:
         doc = json.loads(body or "{}")
-        return from_error_code(int(doc["code"]), str(doc.get("error") or doc.get("message") or body))
+        message = str(doc.get("error") or doc.get("message") or body)
+        code = int(doc["code"])
     except (ValueError, KeyError, TypeError):
         return InternalError(f"HTTP {e.status}: {body or e.reason}")
+    if message.lower().startswith("not supported"):
+        # (pylance's REST adapter reports an operation its backend lacks as an internal error)
+        return UnsupportedOperationError(message)
+    return from_error_code(code, message)
 
 
 __all__ = ["RestNamespace"]
