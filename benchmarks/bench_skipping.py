@@ -271,7 +271,10 @@ def _touched(ctx: Context, path: str, pred: str, op: str) -> int:
         spark.read.format("lance").option("skipReport", report).load(path).where(pred).select("id").toArrow()
         return read_skip_report(report)["numFragmentsScanned"]
     work = fresh_copy(path, ctx.scratch("zorder-delete.lance"))
-    return LanceTable(spark, work).delete(pred).metrics["numFragmentsScanned"]
+    t = LanceTable(spark, work)
+    t.delete(pred)
+    info = t.lastCommit() if callable(t.lastCommit) else t.lastCommit
+    return info.metrics["numFragmentsScanned"]
 
 
 def _zorder(ctx: Context, section: Section) -> None:
