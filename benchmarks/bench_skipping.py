@@ -291,8 +291,7 @@ def _zorder(ctx: Context, section: Section) -> None:
     lance.write_dataset(pa.RecordBatchReader.from_batches(schema, _zorder_table(rows)), base,
                         max_rows_per_file=-(-rows // FILES), enable_stable_row_ids=True)
     LanceTable(spark, base).createIndex(list(ZORDER_COLUMNS), "ZONEMAP")
-    # (double literals: a decimal literal against a double column is compared by Spark, not pruned by a delete)
-    preds = {"f0": "f0 BETWEEN 0.3D AND 0.3001D",
+    preds = {"f0": "f0 BETWEEN 0.3 AND 0.3001",
              "k": f"k BETWEEN {K_RANGE // 3} AND {K_RANGE // 3 + K_RANGE // 10_000}"}
     ops = [(op, c) for c in preds for op in ("read", "delete")]
     before = {k: _touched(ctx, base, preds[k[1]], k[0]) for k in ops}
