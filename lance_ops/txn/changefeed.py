@@ -40,9 +40,14 @@ indices, dropped or renamed columns). What lineage itself decides stays:
 they rewrote a new last-updated version, so they appear as updates; a restore
 reports what it undid as updates, deletes and inserts.
 
+A column filled in place without a new lineage stamp (a ``DataReplacement``
+backfill of rows that read NULL) is not reported: lineage is what says a row
+changed.
+
 Without stable row ids rows have no identity across versions:
 UnsupportedFeatureError. A version that vacuum removed (needed as ``v`` or
-``v - 1``) raises TableNotFoundError.
+``v - 1``) raises TableNotFoundError -- except the table's very first
+version (a creation or a shallow clone), whose rows are all inserts.
 """
 from __future__ import annotations
 
@@ -272,7 +277,9 @@ def _starts_table(log: TableLog, version: int) -> bool:
     if not versions or versions[0].version != version:
         return False
     txn = log.read_transaction(version)
-    return txn is not None and txn.operation.name in ("Clone", "Overwrite")
+    if txn is None:
+        return False
+    return txn.operation.name == "Clone" or (txn.operation.name == "Overwrite" and txn.read_version == 0)
 
 
 # ------------------------------------------------------------------ reading
