@@ -158,7 +158,7 @@ class Resolver:
                 uri = registered_uri(self.spark, name)
                 if uri is not None:
                     ref = LanceRef(uri, name=name)
-                elif not self._spark_knows(name):
+                elif self._catalog_applies() and not self._spark_knows(name):
                     ref = self._cataloged(table)
         else:
             ref = self._cataloged(table)
@@ -175,6 +175,12 @@ class Resolver:
                 raise InvalidArgumentError(f"{sql_of(table)}: two time-travel specifications")
             self._apply_version(ref, version)
         return ref
+
+    def _catalog_applies(self) -> bool:
+        """Whether a Lance Namespace catalog is configured (one conf lookup)."""
+        from ..spark import catalogs
+
+        return catalogs.namespace_configured(self.spark)
 
     def _spark_knows(self, name: str) -> bool:
         """Whether Spark's session catalog has ``name`` (a temporary view or a
