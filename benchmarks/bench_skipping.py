@@ -8,6 +8,7 @@ same task count, measured in the same run.
 from __future__ import annotations
 
 import os
+import time
 
 import lance
 import numpy as np
@@ -169,6 +170,7 @@ def run(ctx: Context) -> Section:
                            peer_plus, "time", PEER_GOAL,
                            f"pylance alone {t['pylance']} s; empty job of {tasks} task(s) {empty} s; "
                            f"lance_ops ran {how}"))
+    _zorder(ctx, section)
     section.note(_python_source_floor(ctx))
     section.note(_python_source_rows_floor(ctx, read_pred, lo_ts, n_read))
     agg = ctx.timeit(lambda: spark.read.format("lance").load(bases["indexed"]).where(read_pred)
@@ -245,6 +247,105 @@ def _python_source_rows_floor(ctx: Context, read_pred: str, lo: int, n: int) -> 
     return (f"floor of the indexed read's query on a Python data source that takes the pushed filters and yields "
             f"the same {n:,} rows of the table's 4 columns from memory (no lance_ops code; Python data sources "
             f"cannot prune columns): {t} s")
+
+
+#: Z-order: the columns (uncorrelated, neither clustered by the writer) and the goal
+ZORDER_COLUMNS = ("f0", "k")
+K_RANGE = 1 << 40
+ZORDER_GOAL = 0.2
+
+
+def _zorder_table(rows: int):
+    """The skipping table's rows plus ``k``, a random long uncorrelated with ``f0``."""
+    for batch in _table(rows):
+        k = np.random.default_rng(batch.column(0)[0].as_py() + 1).integers(0, K_RANGE, batch.num_rows)
+        yield pa.record_batch([*batch.columns, pa.array(k)], names=[*batch.schema.names, "k"])
+
+
+def _touched(ctx: Context, path: str, pred: str, op: str) -> int:
+    """Fragments a selective read (skip report) or delete (its metrics) of
+    ``pred`` touches; a delete runs on a fresh copy."""
+    spark = ctx.spark
+    if op == "read":
+        report = os.path.join(ctx.scratch_dir, "zorder-read.json")
+        spark.read.format("lance").option("skipReport", report).load(path).where(pred).select("id").toArrow()
+        return read_skip_report(report)["numFragmentsScanned"]
+    work = fresh_copy(path, ctx.scratch("zorder-delete.lance"))
+    t = LanceTable(spark, work)
+    t.delete(pred)
+    info = t.lastCommit() if callable(t.lastCommit) else t.lastCommit
+    return info.metrics["numFragmentsScanned"]
+
+
+def _zorder(ctx: Context, section: Section) -> None:
+    """Issue 30 item 13: ``optimize().executeZOrderBy("f0", "k")`` on a copy of
+    the table with a second random column -- as Delta users call it (the
+    default fragment size) and keeping the table's 40 fragments; a selective
+    read and delete on each column, fragments touched before and after (goal:
+    after <= 20% of before) and rows scanned; pylance reads the z-ordered
+    table equal (rows, row ids, lineage)."""
+    spark = ctx.spark
+    rows = ctx.rows
+    schema = next(_zorder_table(1)).schema
+    base = ctx.scratch("skip-zorder-base.lance")
+    lance.write_dataset(pa.RecordBatchReader.from_batches(schema, _zorder_table(rows)), base,
+                        max_rows_per_file=-(-rows // FILES), enable_stable_row_ids=True)
+    LanceTable(spark, base).createIndex(list(ZORDER_COLUMNS), "ZONEMAP")
+    preds = {"f0": "f0 BETWEEN 0.3 AND 0.3001",
+             "k": f"k BETWEEN {K_RANGE // 3} AND {K_RANGE // 3 + K_RANGE // 10_000}"}
+    ops = [(op, c) for c in preds for op in ("read", "delete")]
+    before = {k: _touched(ctx, base, preds[k[1]], k[0]) for k in ops}
+    read = lambda p: spark.read.format("lance").load(p).where(preds["f0"]).select("id").toArrow()  # noqa: E731
+    read_before = ctx.timeit(lambda: read(base), warmup=True)
+    variants = {"default fragment size": {}, f"{FILES} fragments kept": {"targetRowsPerFragment": -(-rows // FILES)}}
+    verdicts = []
+    for label, kwargs in variants.items():
+        work = fresh_copy(base, ctx.scratch("skip-zorder.lance"))
+        t0 = time.time()
+        metrics = LanceTable(spark, work).optimize().executeZOrderBy(*ZORDER_COLUMNS, **kwargs).head().metrics
+        zorder_s = time.time() - t0
+        after = {k: _touched(ctx, work, preds[k[1]], k[0]) for k in ops}
+        scanned = _rows_scanned(ctx, work, preds)
+        read_after = ctx.timeit(lambda w=work: read(w), warmup=True)
+        same = _same_by_row_id(base, work)
+        worst = max(after[k] / before[k] for k in ops)
+        touched = "; ".join(f"{op} on {c}: {before[(op, c)]} → {after[(op, c)]}" for op, c in ops)
+        section.add(Result(
+            f"Z-order by ({', '.join(ZORDER_COLUMNS)}), {label}: read `{preds['f0']}`, z-ordered vs not",
+            read_after, "the same table before the Z-order", read_before, "rate", None,
+            f"fragments touched (of {FILES} before, {metrics.numFilesAdded} after) {touched}"))
+        verdicts.append(worst <= ZORDER_GOAL)
+        section.note(
+            f"Z-order, {label} (`executeZOrderBy(\"f0\", \"k\"{', targetRowsPerFragment=' + str(kwargs['targetRowsPerFragment']) if kwargs else ''})`, "
+            f"{rows:,} rows, {metrics.numFilesRemoved} → {metrics.numFilesAdded} fragments, {zorder_s:.1f} s, one run): "
+            f"fragments a selective read / delete touches -- {touched}; worst after/before {worst:.2f} "
+            f"(goal ≤ {ZORDER_GOAL:g}: {'PASS' if worst <= ZORDER_GOAL else 'FAIL'}); rows the reads scan after "
+            f"(zones of {ZONE_ROWS:,} rows): {scanned}; pylance reads the z-ordered table equal (values, row ids, "
+            f"lineage by row id): {'yes' if same else 'NO'}"
+        )
+
+
+ZONE_ROWS = 8192
+
+
+def _rows_scanned(ctx: Context, path: str, preds: dict) -> str:
+    report = os.path.join(ctx.scratch_dir, "zorder-rows.json")
+    out = []
+    for c, pred in preds.items():
+        ctx.spark.read.format("lance").option("skipReport", report).load(path).where(pred).select("id").toArrow()
+        out.append(f"{c}: {read_skip_report(report)['numRowsScanned']:,}")
+    return ", ".join(out)
+
+
+def _same_by_row_id(base: str, work: str) -> bool:
+    """pylance reads both tables with the same values, row ids and lineage
+    (one column at a time: two copies of the whole table would not fit in memory)."""
+    for c in ["id", "f0", "k", "_row_created_at_version", "_row_last_updated_at_version"]:
+        a = lance.dataset(base).to_table(columns=[c], with_row_id=True).sort_by("_rowid")
+        b = lance.dataset(work).to_table(columns=[c], with_row_id=True).sort_by("_rowid")
+        if not (a.column(c).equals(b.column(c)) and a.column("_rowid").equals(b.column("_rowid"))):
+            return False
+    return True
 
 
 #: The table size the driver-memory check compares the run's size with.

@@ -53,6 +53,37 @@ class LanceTable:
         return cls(spark, uri, version=version, storage_options=storage_options, branch=branch)
 
     @classmethod
+    def forName(cls, spark, tableOrViewName: str, version: int | str | None = None,
+                storage_options: dict | None = None, branch: str | None = None) -> "LanceTable":
+        """Delta's ``forName``: the table a name stands for -- a name of the
+        Lance Namespace catalog configured in Spark conf (``db.events``,
+        ``lance.db.events``, or a table of its root namespace; see
+        :mod:`lance_ops.spark.catalogs`), or a name this session registered
+        (``CREATE TABLE name USING lance LOCATION ...``). TableNotFoundError
+        when neither knows it."""
+        from .errors import TableNotFoundError
+        from .namespace.ids import parse_name
+        from .spark import catalogs
+        from .sql.refs import registered_uri
+
+        register(spark)
+        parts = parse_name(tableOrViewName)
+        uri, options = None, {}
+        if len(parts) == 1:
+            uri = registered_uri(spark, parts[0])
+        if uri is None:
+            if catalogs.split(spark, parts) is None:
+                raise TableNotFoundError(
+                    f"no table named {tableOrViewName!r}: this session registered no such name and no Lance Namespace "
+                    f"is configured ({catalogs.PREFIX}lance.impl = dir | rest, with .root or .uri)"
+                )
+            uri, options = catalogs.describe(spark, parts)
+        opts = {**options, **(storage_options or {})}
+        t = cls(spark, uri, version=version, storage_options=opts or None, branch=branch)
+        t._name = tableOrViewName
+        return t
+
+    @classmethod
     def isLanceTable(cls, spark, uri: str, storage_options: dict | None = None) -> bool:
         """Whether ``uri`` holds a Lance table (a damaged one raises)."""
         from .spark.session import storage_options as session_storage_options
@@ -222,16 +253,25 @@ class LanceTable:
         return sql(self._spark, text, tables={"this": self, **(tables or {})},
                    commitProperties=commitProperties, allResults=allResults)
 
-    def changes(self, startVersion: int, endVersion: int | None = None):
-        """Rows inserted or updated in versions (startVersion, endVersion] as a
-        DataFrame: the table's columns, ``_rowid``, the lineage columns and
-        ``_change_type`` ("insert" or "update"). ``endVersion`` defaults to
-        this handle's version. Computed from row lineage at ``endVersion``, so
-        it needs stable row ids; deleted rows are not reported (see
-        :mod:`lance_ops.ops.changes` for the caveats)."""
+    def changes(self, startVersion: int | None = None, endVersion: int | None = None, withRowId: bool = False,
+                withLineage: bool = False, startingTimestamp=None, endingTimestamp=None):
+        """The change feed of versions (startVersion, endVersion] with Delta's
+        rows and columns: the table's columns, ``_change_type`` (insert,
+        update_preimage, update_postimage, delete), ``_commit_version``,
+        ``_commit_timestamp``. ``endVersion`` defaults to this handle's
+        version. ``startingTimestamp`` / ``endingTimestamp`` (strings in the
+        session time zone, or datetimes) instead of versions: from the first
+        version committed at or after the start, to the last committed at or
+        before the end. ``withRowId`` / ``withLineage`` add ``_rowid`` / the
+        lineage columns. Computed from row lineage, deletion files and time
+        travel (no extra files); needs stable row ids. See
+        :mod:`lance_ops.txn.changefeed`."""
         from .ops.changes import changes
 
-        return changes(self._spark, self._store, self.snapshot, startVersion, endVersion)
+        return changes(self._spark, self._store, self.snapshot, startVersion, endVersion, with_row_id=withRowId,
+                       with_lineage=withLineage,
+                       starting_timestamp=None if startingTimestamp is None else self._session_timestamp(startingTimestamp),
+                       ending_timestamp=None if endingTimestamp is None else self._session_timestamp(endingTimestamp))
 
     # ------------------------------------------------------------ writes
     def _writable(self) -> None:
@@ -507,6 +547,61 @@ class LanceTable:
         """Delete a branch and the files only it has (refused while another
         branch forked from it or a tag names one of its versions, as pylance)."""
         self.table.deleteBranch(name)
+
+    # ---------------------------------------------------------------- clones
+    def clone(self, target: str, isShallow: bool = True, replace: bool = False, properties: dict | None = None,
+              storage_options: dict | None = None) -> "LanceTable":
+        """Delta's ``clone``: a shallow clone of this handle's version at
+        ``target`` (a new Lance table whose manifest reaches this table's
+        files through a base path, as pylance's ``shallow_clone``; nothing
+        is written here). Returns a handle on the clone. ``properties``:
+        table config keys of the clone. Deep clones (``isShallow=False``) and
+        replacing an existing table raise UnsupportedFeatureError."""
+        return self._clone(None, target, isShallow, replace, properties, storage_options)
+
+    def cloneAtVersion(self, version: int | str, target: str, isShallow: bool = True, replace: bool = False,
+                       properties: dict | None = None, storage_options: dict | None = None) -> "LanceTable":
+        """``clone`` of ``version`` (a number or a tag) of this handle's branch."""
+        return self._clone(version, target, isShallow, replace, properties, storage_options)
+
+    def cloneAtTimestamp(self, timestamp, target: str, isShallow: bool = True, replace: bool = False,
+                         properties: dict | None = None, storage_options: dict | None = None) -> "LanceTable":
+        """``clone`` of the latest version committed at or before ``timestamp``
+        (a string in the session time zone, as Delta reads it, or a datetime)."""
+        from .txn.timetravel import version_at
+
+        return self._clone(version_at(self._store, self._session_timestamp(timestamp)), target, isShallow,
+                           replace, properties, storage_options)
+
+    def _session_timestamp(self, when):
+        """A timestamp string read by Spark in the session time zone (as Delta
+        reads one) as an aware datetime; datetimes pass through."""
+        import datetime
+
+        if not isinstance(when, str):
+            return when
+        row = self._spark.sql("SELECT unix_micros(CAST(:ts AS TIMESTAMP)) AS us", args={"ts": when}).head()
+        if row is None or row[0] is None:
+            raise InvalidArgumentError(f"{when!r} is not a timestamp")
+        return datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(microseconds=int(row[0]))
+
+    def _clone(self, version, target, isShallow, replace, properties, storage_options) -> "LanceTable":
+        from .errors import UnsupportedFeatureError
+
+        if not isShallow:
+            raise UnsupportedFeatureError(
+                "deep clones are not supported (as in open-source Delta): clone(target, isShallow=True) "
+                "makes a shallow clone that reads this table's files in place"
+            )
+        if replace and LanceTable.isLanceTable(self._spark, target, storage_options or self._store.storage_options):
+            raise UnsupportedFeatureError(
+                f"clone(..., replace=True) into the existing table {target}: replacing a table by a clone is not "
+                "supported; clone to a new location"
+            )
+        if properties is not None and not isinstance(properties, dict):
+            raise TypeError(f"properties must be a dict, got {type(properties).__name__}")
+        handle = self.table.clone(target, version, properties, storage_options)
+        return LanceTable(self._spark, handle.uri, storage_options=handle.store.storage_options)
 
     def __repr__(self) -> str:
         on = f", branch={self.branch!r}" if self.branch else ""

@@ -131,6 +131,40 @@ def address_map(store, groups) -> AddressMap:
     return AddressMap(old[order], new[order], frozenset(frags))
 
 
+def address_map_by_row_id(store, groups) -> AddressMap:
+    """The rows' moves of a rewrite that reorders rows (a Z-order): each old
+    fragment's live rows and each new fragment's rows joined by their stable
+    row id (the new fragments carry the moved rows' ids)."""
+    from .rowids import ROW_IDS, decode_row_ids, sequence_bytes
+
+    old_addr, old_ids, new_addr, new_ids, frags = [], [], [], [], set()
+    for old_frags, new_frags in groups:
+        for f in old_frags:
+            frags.add(f.id)
+            live = np.arange(f.physical_rows, dtype=np.uint64)
+            dv = read_deletion_vector(store, f)
+            if len(dv):
+                live = live[~dv.mask(f.physical_rows)]
+            ids = decode_row_ids(sequence_bytes(store, f, ROW_IDS) or b"")
+            old_addr.append((np.uint64(f.id) << np.uint64(32)) | live)
+            old_ids.append(ids[live.astype(np.int64)])
+        for f in new_frags:
+            new_addr.append((np.uint64(f.id) << np.uint64(32)) | np.arange(f.physical_rows, dtype=np.uint64))
+            new_ids.append(decode_row_ids(f.inline_row_ids))
+    empty = np.empty(0, np.uint64)
+    oa, oi = (np.concatenate(old_addr), np.concatenate(old_ids)) if old_addr else (empty, empty)
+    na, ni = (np.concatenate(new_addr), np.concatenate(new_ids)) if new_addr else (empty, empty)
+    o, n = np.argsort(oi, kind="stable"), np.argsort(ni, kind="stable")
+    if len(oi) != len(ni) or not np.array_equal(oi[o], ni[n]):
+        raise CorruptTableError(
+            f"a rewrite of fragments {sorted(frags)} moved {len(oi)} live rows but its new fragments hold "
+            f"{len(ni)} rows with other row ids"
+        )
+    old, new = oa[o], na[n]
+    order = np.argsort(old, kind="stable")
+    return AddressMap(old[order], new[order], frozenset(frags))
+
+
 # ---------------------------------------------------------------- files
 def _lf():
     import lance.file as lf

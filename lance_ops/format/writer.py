@@ -57,7 +57,7 @@ class FragmentSink:
     """
 
     def __init__(self, store, fields: Iterable[Field] | Schema, file_version: str,
-                 max_rows: int = DEFAULT_MAX_ROWS_PER_FRAGMENT, schema_metadata=None):
+                 max_rows: int = DEFAULT_MAX_ROWS_PER_FRAGMENT, schema_metadata=None, scattered_ids: bool = False):
         if isinstance(fields, Schema):
             schema_metadata = fields.metadata if schema_metadata is None else schema_metadata
             fields = fields.fields
@@ -72,6 +72,10 @@ class FragmentSink:
         self._created: list[np.ndarray] = []
         self._updated: list[np.ndarray] = []
         self.carries_ids: bool | None = None
+        #: Moved rows arrive in no row id order (a Z-order rewrite): their ids
+        #: are stored as one array segment (4 bytes a row when they span
+        #: under 2^32) instead of one segment per increasing run.
+        self.scattered_ids = scattered_ids
 
     def write(self, batch: pa.RecordBatch, row_ids=None, created=None, updated=None) -> Iterator[table_pb2.DataFragment]:
         """Write a batch; yields fragments that filled up. ``updated`` (last-updated
@@ -119,7 +123,7 @@ class FragmentSink:
         frag = table_pb2.DataFragment(id=0, files=[writer.finish()], physical_rows=n)
         if self.carries_ids:
             ids = np.concatenate(self._ids) if self._ids else np.empty(0, np.uint64)
-            frag.inline_row_ids = encode_row_ids(sorted_runs(ids))
+            frag.inline_row_ids = encode_row_ids([ids] if self.scattered_ids else sorted_runs(ids))
             if self._created:
                 frag.inline_created_at_versions = encode_versions(np.concatenate(self._created))
             if self._updated:

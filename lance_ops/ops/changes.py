@@ -1,40 +1,32 @@
-"""changes(start, end): rows inserted or updated in versions (start, end].
+"""changes(start, end): the change feed of versions (start, end], Delta's rows.
 
-Computed from the row lineage at version ``end`` (rowids-lineage.md §6):
+``LanceTable.changes`` is ``spark.read.format("lance").option("readChangeFeed",
+"true")`` over the handle's table with the versions resolved here: every row
+inserted, deleted or updated (a pre- and a post-image) by each version, with
+``_change_type``, ``_commit_version`` and ``_commit_timestamp``. How the rows
+are found -- fragment and deletion-file diffs of consecutive versions, paired
+by stable row id, read by time travel, no extra files -- is
+:mod:`lance_ops.txn.changefeed`.
 
-* insert: ``start < _row_created_at_version <= end``;
-* update: ``_row_created_at_version <= start`` and
-  ``start < _row_last_updated_at_version <= end``.
-
-Every writer keeps ``created <= last_updated <= version`` for each row (an
-update keeps the creation version and stamps the new one), so the union of the
-two is ``start < _row_last_updated_at_version <= end``: two plain comparisons
-on a long column that the ``lance`` data source evaluates in the executors
-(filter pushdown), skipping whole fragments whose lineage cannot match. The
-change type is then ``insert`` iff the row was created after ``start``.
-
-Caveats (inherent to lineage, as in pylance): deleted rows are gone from
-version ``end`` and are not reported; a row inserted and updated inside the
-range is one ``insert`` with its latest values; operations that rewrite every
-row's columns (adding or casting a column) report every row as updated; a
-restore brings back the restored version's lineage, so what it undid or
-reinstated is not reported.
+The range is ``(startVersion, endVersion]`` (the API's contract since the
+first change feed); the data source options and SQL's ``table_changes`` take
+Delta's inclusive ``startingVersion``.
 """
 from __future__ import annotations
 
 import numbers
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from ..errors import InvalidArgumentError, UnsupportedFeatureError
 from ..format.scan import ROW_CREATED, ROW_ID, ROW_UPDATED
-from ..spark.frames import scan_frame
+from ..spark.changefeed import feed_schema
+from ..spark.datasource import register
+from ..txn.changefeed import CDF_COLUMNS, CHANGE_TYPE, DELETE, INSERT, POSTIMAGE, PREIMAGE, check_range
 from ..txn.log import Snapshot, open_snapshot
+from ..txn.timetravel import first_version_from, version_at
 
-CHANGE_TYPE = "_change_type"
-INSERT = "insert"
-UPDATE = "update"
+UPDATE_TYPES = (PREIMAGE, POSTIMAGE)
 
 
 def _version_arg(name: str, value) -> int:
@@ -43,22 +35,46 @@ def _version_arg(name: str, value) -> int:
     return int(value)
 
 
-def changes(spark, store, snapshot: Snapshot, start_version: int, end_version: int | None = None) -> DataFrame:
+def changes(spark, store, snapshot: Snapshot, start_version: int | None = None, end_version: int | None = None, *,
+            with_row_id: bool = False, with_lineage: bool = False, starting_timestamp=None,
+            ending_timestamp=None) -> DataFrame:
     """The change feed of (start_version, end_version]; ``end_version``
-    defaults to ``snapshot``'s version. A version past the latest raises
+    defaults to ``snapshot``'s version. ``starting_timestamp`` (instead of a
+    start version: from the first version committed at or after it) and
+    ``ending_timestamp`` (instead of an end: the last version committed at or
+    before it) are aware datetimes. A version past the latest raises
     TableNotFoundError; start > end raises InvalidArgumentError."""
-    start = _version_arg("startVersion", start_version)
-    end = snapshot.version if end_version is None else _version_arg("endVersion", end_version)
-    if start > end:
-        raise InvalidArgumentError(f"startVersion {start} is after endVersion {end}")
+    if (start_version is None) == (starting_timestamp is None):
+        raise InvalidArgumentError("changes() needs startVersion or startingTimestamp (one of them)")
+    if end_version is not None and ending_timestamp is not None:
+        raise InvalidArgumentError("give either endVersion or endingTimestamp, not both")
+    if start_version is not None:
+        start = _version_arg("startVersion", start_version)
+    else:
+        start = first_version_from(store, starting_timestamp) - 1
+    if ending_timestamp is not None:
+        end = version_at(store, ending_timestamp)
+    else:
+        end = snapshot.version if end_version is None else _version_arg("endVersion", end_version)
+    check_range(start, end)
     at_end = snapshot if end == snapshot.version else open_snapshot(store, end)
     if not at_end.stable_row_ids:
         raise UnsupportedFeatureError(
             f"changes() needs stable row ids (version {end} of {store.root} has none): without "
-            "them rows have no lineage. Create the table with stableRowIds=True."
+            "them rows have no identity across versions. Create the table with stableRowIds=True."
         )
-    updated = F.col(ROW_UPDATED)
-    frame = scan_frame(spark, at_end, None, metadata=(ROW_ID, ROW_CREATED, ROW_UPDATED))
-    return frame.where((updated > start) & (updated <= end)).withColumn(
-        CHANGE_TYPE, F.when(F.col(ROW_CREATED) > start, F.lit(INSERT)).otherwise(F.lit(UPDATE))
-    )
+    meta = ([ROW_ID] if with_row_id else []) + ([ROW_CREATED, ROW_UPDATED] if with_lineage else [])
+    schema = feed_schema(at_end.schema, meta)
+    if start == end:
+        return spark.createDataFrame([], schema)
+    register(spark)
+    reader = (spark.read.format("lance").option("readChangeFeed", "true")
+              .option("startingVersion", str(start + 1)).option("endingVersion", str(end)))
+    if meta:
+        reader = reader.option("metadataColumns", ",".join(meta))
+    for k, v in store.storage_options.items():
+        reader = reader.option(f"storage.{k}", v)
+    return reader.schema(schema).load(store.uri)
+
+
+__all__ = ["changes", "CHANGE_TYPE", "CDF_COLUMNS", "INSERT", "DELETE", "PREIMAGE", "POSTIMAGE", "UPDATE_TYPES"]

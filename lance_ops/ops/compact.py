@@ -42,16 +42,15 @@ from ..format.indexremap import EXTEND, REMAP, compaction_rule
 from ..format.messages import copy_messages
 from ..format.naming import index_dir
 from ..format.proto import table_pb2
-from ..format.proto.transaction_pb2 import Transaction
 from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
-from ..spark.errors import executor_errors
 from ..spark.fanout import run_tasks
-from ..spark.rewrite import IndexRemapTask, RewriteContext, rewrite_group
+from ..spark.rewrite import RewriteContext, rewrite_group
 from ..txn.compaction import CompactionOptions, group_metrics, plan_compaction
 from ..txn.log import Snapshot
 from ..txn.operations import ReserveFragments, Rewrite, RewriteGroup
 from ..txn.pipeline import StagedCommit
 from .indices import rebuild_zonemaps, zonemaps_to_rebuild
+from .remap import remap_indices  # noqa: F401 (also this module's name for it)
 
 log = logging.getLogger("lance_ops")
 
@@ -89,6 +88,18 @@ class OptimizeBuilder:
             info.metrics.setdefault(k, 0)  # (nothing to compact: zeros)
         info.operation = info.operation or "Rewrite"
         return info
+
+    def executeZOrderBy(self, *columns, targetRowsPerFragment: int = DEFAULT_MAX_ROWS_PER_FRAGMENT,
+                        commitProperties: dict | None = None):
+        """Delta's ``OPTIMIZE ... ZORDER BY``: rewrite the table's rows in
+        Z-order of ``columns`` (names, or one list of names) so zone maps skip
+        on each of them, into fragments of about ``targetRowsPerFragment``
+        rows; returns Delta's result DataFrame (``path``,
+        ``metrics``), the CommitInfo in ``lastCommit``. See
+        :mod:`lance_ops.ops.zorder`."""
+        from .zorder import execute_zorder
+
+        return execute_zorder(self._table, columns, targetRowsPerFragment, commitProperties)
 
     def executeIndexUpdate(self, commitProperties: dict | None = None):
         """Extend zone maps and bloom filters to the fragments they do not cover (pylance's
@@ -185,24 +196,3 @@ def compact(spark, opts: CompactionOptions):
         return staged
 
     return prepare
-
-
-def remap_indices(spark, snap: Snapshot, indices, groups, new_frags) -> list:
-    """Remap ``indices`` to the compaction's new row addresses: one Spark task
-    per index writes its new files; returns the ``RewrittenIndex`` entries."""
-    payload = [([f.SerializeToString() for f in old], [f.SerializeToString() for f in new])
-               for old, new in zip(groups, new_frags)]
-    frame = spark.createDataFrame([(i, idx.SerializeToString()) for i, idx in enumerate(indices)], "i int, idx binary")
-    with executor_errors():
-        rows = frame.repartition(len(indices)).mapInArrow(
-            IndexRemapTask(snap.store, payload), "i int, meta binary"
-        ).collect()
-    out = []
-    for r in sorted(rows, key=lambda r: r["i"]):
-        old = indices[r["i"]]
-        new = table_pb2.IndexMetadata.FromString(bytes(r["meta"]))
-        out.append(Transaction.Rewrite.RewrittenIndex(
-            old_id=old.uuid, new_id=new.uuid, new_index_details=new.index_details,
-            new_index_version=new.index_version, files=new.files,
-        ))
-    return out

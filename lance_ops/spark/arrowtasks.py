@@ -19,6 +19,7 @@ row crosses into the JVM.
 from __future__ import annotations
 
 import contextlib
+import decimal
 import io
 import os
 import re
@@ -338,11 +339,13 @@ def inline_with(doc: str) -> str:
     return json.dumps(d)
 
 
-_PRUNE_TYPES = ("byte", "short", "integer", "long", "string", "date")
+_PRUNE_TYPES = ("byte", "short", "integer", "long", "string", "date", "float", "double")
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
 
 
 _INTEGRAL = ("byte", "short", "integer", "long")
+_FLOATS = ("float", "double")
+_DECIMAL_TYPE = re.compile(r"decimal\((\d+),(\d+)\)")
 _NOT_A_LITERAL = object()
 
 
@@ -355,6 +358,16 @@ def _literal(node, want: str):
         if inner.kind == "lit" and inner.type in _INTEGRAL \
                 and _INTEGRAL.index(inner.type) <= _INTEGRAL.index(want):
             return inner.value
+    if node.kind in ("cast", "deccast") and node.type == want and want in _FLOATS:
+        # the analyzer's CAST(0.3 AS DOUBLE) for ``double_col > 0.3`` (a decimal
+        # or integral literal): the double Spark compares with, correctly rounded
+        inner = node.args[0]
+        if inner.kind == "lit" and inner.value is not None:
+            m = _DECIMAL_TYPE.fullmatch(inner.type or "")
+            if m:
+                return float(decimal.Decimal(inner.value).scaleb(-int(m.group(2))))
+            if inner.type in _INTEGRAL or (inner.type == "float" and want == "double"):
+                return float(inner.value)
     if node.kind == "lit" and node.type == want:
         return node.value
     return _NOT_A_LITERAL

@@ -10,6 +10,9 @@ Reading::
         .option("storage.<key>", value)       # storage_options
         .option("branch", "dev")              # a branch (pylance's tree/dev)
         .option("scanTrace", "/some/dir")     # each task writes what it read
+        .option("readChangeFeed", True)       # the change feed (Delta's options:
+        .option("startingVersion", 3)         #   startingVersion / -Timestamp,
+                                              #   endingVersion / -Timestamp; see changefeed.py)
 
 One input partition per group of small fragments (or per row range of a large
 fragment), about ``rowsPerPartition`` live rows each (few large tasks: each
@@ -789,10 +792,28 @@ class LanceDataSource(DataSource):
 
     def schema(self):
         opts = self._opts()
+        if _change_feed(self.options):
+            from .changefeed import feed_schema
+
+            store, _start, end = self._feed()
+            return feed_schema(open_version(store, end).schema, opts.metadata)
         snap = self._open(opts)
         return spark_schema(snap.schema, opts.columns, opts.metadata)
 
+    def _feed(self):
+        """(store, start, end) of a ``readChangeFeed`` read, resolved once."""
+        from .changefeed import open_feed
+
+        if getattr(self, "_feed_range", None) is None:
+            self._feed_range = open_feed(self.options)
+        return self._feed_range
+
     def reader(self, schema: T.StructType):
+        if _change_feed(self.options):
+            from .changefeed import ChangeFeedReader
+
+            store, start, end = self._feed()
+            return ChangeFeedReader(store.uri, store.storage_options, start, end, schema)
         opts = self._opts()
         if self._resolved is None:
             self._open(opts)
@@ -813,6 +834,14 @@ class LanceDataSource(DataSource):
         from .streaming import LanceStreamReader
 
         return LanceStreamReader(self.options, schema)
+
+
+def _change_feed(options) -> bool:
+    """Whether a read asks for the change feed (``readChangeFeed``;
+    :mod:`.changefeed`)."""
+    from .changefeed import wants_change_feed
+
+    return wants_change_feed(options)
 
 
 class LanceDataSourceWithPushdown(LanceDataSource):

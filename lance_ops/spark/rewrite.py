@@ -34,9 +34,12 @@ class IndexRemapTask:
     remapped index's metadata, files written) out.
     :mod:`lance_ops.format.indexremap` does the work."""
 
-    def __init__(self, store: ObjectStore, groups: list[tuple[list[bytes], list[bytes]]]):
+    def __init__(self, store: ObjectStore, groups: list[tuple[list[bytes], list[bytes]]], by_row_id: bool = False):
         self.store = store
         self.groups = groups
+        #: rows were reordered (Z-order): old and new addresses are matched
+        #: by stable row id, not by position
+        self.by_row_id = by_row_id
 
     def __call__(self, batches):
         return _remap_indices(self, batches)
@@ -46,7 +49,7 @@ class IndexRemapTask:
 def _remap_indices(task: "IndexRemapTask", batches):
     import pyarrow as pa
 
-    from ..format.indexremap import address_map, remap_index
+    from ..format.indexremap import address_map, address_map_by_row_id, remap_index
 
     groups = [
         ([table_pb2.DataFragment.FromString(b) for b in old], [table_pb2.DataFragment.FromString(b) for b in new])
@@ -57,7 +60,7 @@ def _remap_indices(task: "IndexRemapTask", batches):
         out_i, out_meta = [], []
         for i, raw in zip(batch.column("i").to_pylist(), batch.column("idx").to_pylist()):
             if amap is None:
-                amap = address_map(task.store, groups)
+                amap = (address_map_by_row_id if getattr(task, "by_row_id", False) else address_map)(task.store, groups)
             new = remap_index(task.store, table_pb2.IndexMetadata.FromString(raw), amap)
             out_i.append(i)
             out_meta.append(new.SerializeToString())

@@ -25,7 +25,7 @@ from ..errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
-from . import query
+from . import names, query
 from . import results as R
 from .grammar import ParsedStatement, Statement, sql_of
 from .refs import (
@@ -68,6 +68,10 @@ class Executor:
     def run(self, stmt: ParsedStatement):
         node = stmt.node
         if isinstance(node, Statement):
+            if node.kind == "spark":
+                shown = names.show(self.spark, node.args.get("text", ""))  # SHOW TABLES of a Lance catalog
+                if shown is not None:
+                    return shown
             ref = self.resolver.lance(node.table) if node.table is not None else None
             if ref is None:
                 return self._spark_sql(stmt)  # e.g. DESCRIBE HISTORY of a Delta table
@@ -75,6 +79,7 @@ class Executor:
         handler = {
             exp.Delete: self._delete, exp.Update: self._update, exp.Merge: self._merge,
             exp.Insert: self._insert, exp.Create: self._create, exp.Drop: self._drop,
+            exp.Alter: self._alter,
         }.get(type(node))
         if handler is not None:
             out = handler(stmt, node)
@@ -289,6 +294,8 @@ class Executor:
         kind = (node.args.get("kind") or "").upper()
         if kind == "VIEW":
             return self._create_view(stmt, node)
+        if kind in ("SCHEMA", "NAMESPACE", "DATABASE"):
+            return names.namespace_statement(self.spark, node)
         if kind != "TABLE":
             return None
         target = node.this
@@ -315,6 +322,9 @@ class Executor:
             raise InvalidArgumentError(f"{sql_of(table)} is a Lance table: USING {provider} does not apply")
         if other:
             raise UnsupportedFeatureError(f"CREATE TABLE ... USING lance does not support {', '.join(other)}")
+        cataloged = names.catalog_table(self.spark, table)
+        if cataloged is not None and (len(cataloged) > 1 or location is None):
+            return self._create_in_catalog(node, target, cataloged, location, tblprops)
         name = None
         if table.args.get("db") is not None and table.args["db"].name.lower() == "lance":
             uri = ref.uri
@@ -381,6 +391,82 @@ class Executor:
             refresh_registered(self.spark, LanceTable(self.spark, uri).uri)
         return result
 
+    def _create_in_catalog(self, node: exp.Create, target, parts: list[str], location, tblprops: dict):
+        """CREATE TABLE of a name of the Lance Namespace catalog: placed by the
+        namespace (or at LOCATION, registered there), created by the same
+        write as any CREATE TABLE, then registered -- or nothing is left."""
+        from ..spark import catalogs
+        from ..table import LanceTable
+
+        options, config = {}, {}
+        for k, v in tblprops.items():
+            opt = CREATE_OPTIONS.get(k.lower())
+            if opt == "stableRowIds":
+                options[opt] = _truthy(v)
+            elif opt == "maxRowsPerFragment":
+                options[opt] = int(v)
+            else:
+                config[k] = v
+        replace = bool(node.args.get("replace"))
+        query_node = node.args.get("expression")
+        shown = ".".join(parts)
+        if query_node is not None and isinstance(target, exp.Schema):
+            raise UnsupportedFeatureError("CREATE TABLE with both a column list and AS SELECT")
+        empty = R.frame(self.spark, R.EMPTY, [])
+        if names.exists(self.spark, parts):
+            if node.args.get("exists") and not replace:
+                return empty  # (Delta's IF NOT EXISTS)
+            if not replace:
+                raise TableExistsError(f"table {shown} already exists")
+            if query_node is None and not isinstance(target, exp.Schema):
+                raise TableNotFoundError(f"REPLACE TABLE {shown} needs AS SELECT or a column list")
+            uri, storage = catalogs.describe(self.spark, parts)
+            df = self._frame_of(query_node) if query_node is not None else self.spark.createDataFrame(
+                [], ", ".join(sql_of(c) for c in target.expressions))
+            t = LanceTable.create(self.spark, uri, df, mode="overwrite", storage_options=storage or None,
+                                  commitProperties=self.commit_properties, properties=config or None, **options)
+            refresh_registered(self.spark, t.uri)
+            return self._created(t, query_node)
+        if query_node is None and not isinstance(target, exp.Schema):
+            if location is None:
+                raise TableNotFoundError(
+                    f"CREATE TABLE {shown} USING lance needs AS SELECT, a column list or the LOCATION of a table")
+            if tblprops:
+                raise InvalidArgumentError("TBLPROPERTIES only apply when the table is created")
+            uri = normalize_uri(location)
+            if not LanceTable.isLanceTable(self.spark, uri):
+                raise TableNotFoundError(f"no Lance table at {uri} to register as {shown}")
+            catalogs.register(self.spark, parts, uri)
+            return empty
+        df = self._frame_of(query_node) if query_node is not None else self.spark.createDataFrame(
+            [], ", ".join(sql_of(c) for c in target.expressions))
+        made = {}
+
+        def write(uri: str, storage: dict) -> None:
+            made["t"] = LanceTable.create(self.spark, uri, df, mode="create", storage_options=storage or None,
+                                          commitProperties=self.commit_properties, properties=config or None,
+                                          **options)
+
+        if location is not None:
+            uri = normalize_uri(location)
+            catalogs.check_location(self.spark, parts, uri)  # (refused before anything is written)
+            write(uri, {})
+            catalogs.register(self.spark, parts, uri)
+        else:
+            catalogs.create_by_name(self.spark, parts, write)
+        return self._created(made["t"], query_node)
+
+    def _created(self, t, query_node):
+        if query_node is None:
+            return R.frame(self.spark, R.EMPTY, [])
+        info = t.lastCommit() if callable(t.lastCommit) else t.lastCommit
+        n = int(info.metrics.get("numInsertedRows", 0))
+        return R.frame(self.spark, R.INSERTED, [(n, n)])
+
+    def _alter(self, stmt, node: exp.Alter):
+        """ALTER TABLE ... RENAME TO of a Lance Namespace catalog's table."""
+        return names.rename_table(self.spark, node)
+
     def _default_location(self, name: str) -> str:
         warehouse = self.spark.conf.get("spark.sql.warehouse.dir", "spark-warehouse")
         if warehouse.startswith("file:"):
@@ -421,9 +507,17 @@ class Executor:
 
     def _drop(self, stmt, node: exp.Drop):
         kind = (node.args.get("kind") or "").upper()
+        if kind in ("SCHEMA", "NAMESPACE", "DATABASE"):
+            return names.namespace_statement(self.spark, node)
         if kind not in ("TABLE", "VIEW"):
             return None
         tables = node.args.get("tables") or [node.this]
+        if kind == "TABLE" and len(tables) == 1 and not (
+                isinstance(tables[0], exp.Table) and tables[0].args.get("db") is None
+                and (tables[0].name.lower() in self.resolver.bindings or registered_uri(self.spark, tables[0].name))):
+            dropped = names.drop_table(self.spark, node)  # a Lance Namespace catalog's table
+            if dropped is not None:
+                return dropped
         if len(tables) != 1 or not isinstance(tables[0], exp.Table) or tables[0].args.get("db") is not None:
             return None
         name = tables[0].name
@@ -442,6 +536,8 @@ class Executor:
         return self.resolver.handle(ref)
 
     def _optimize(self, ref, args):
+        if args.get("zorder"):
+            return self._zorder(ref, args)
         t = self._writable(ref)
         kwargs = {}
         for k, v in args["options"].items():
@@ -458,6 +554,19 @@ class Executor:
             info.version,
         )
         return R.frame(self.spark, R.OPTIMIZED, [(t.uri, metrics)])
+
+    def _zorder(self, ref, args):
+        """OPTIMIZE t ZORDER BY (...) [WITH (targetRowsPerFragment = n)]:
+        ``executeZOrderBy``'s result (Delta's ``path``, ``metrics``)."""
+        t = self._writable(ref)
+        kwargs = {}
+        for k, v in args["options"].items():
+            if k.lower() != "targetrowsperfragment":
+                raise InvalidArgumentError(f"OPTIMIZE ... ZORDER BY takes the option targetRowsPerFragment, not {k!r}")
+            kwargs["targetRowsPerFragment"] = v
+        result = t.optimize().executeZOrderBy(*args["zorder"], commitProperties=self.commit_properties, **kwargs)
+        self._write_done(t)
+        return result
 
     def _vacuum(self, ref, args):
         t = self._writable(ref)

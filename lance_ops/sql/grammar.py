@@ -5,7 +5,7 @@ queries, DML and most DDL into syntax trees. Delta's maintenance statements it
 does not know -- or keeps as a generic ``Command`` holding the rest of the text
 -- are parsed here, on sqlglot's own tokens, into :class:`Statement` nodes:
 
-    OPTIMIZE t [WITH (targetRowsPerFragment = n, materializeDeletions = true, ...)]
+    OPTIMIZE t [ZORDER BY (a, b)] [WITH (targetRowsPerFragment = n, materializeDeletions = true, ...)]
     VACUUM t [RETAIN n HOURS] [DRY RUN]
     RESTORE [TABLE] t [TO] VERSION AS OF n | TIMESTAMP AS OF <expr>
     DESCRIBE | DESC  HISTORY t [LIMIT n] | DETAIL t | FRAGMENTS t | [TABLE] [EXTENDED] t
@@ -204,6 +204,15 @@ class LanceParser(Spark.Parser):
     def _optimize(self) -> Statement:
         table = self._table_ref()
         options: dict[str, Any] = {}
+        zorder: list[str] = []
+        if self._match_text_seq("ZORDER", "BY"):  # Delta's OPTIMIZE t ZORDER BY (a, b)
+            paren = self._match(TokenType.L_PAREN)
+            while True:
+                zorder.append(self._name("a column name"))
+                if not self._match(TokenType.COMMA):
+                    break
+            if paren and not self._match(TokenType.R_PAREN):
+                self.raise_error("Expected )")
         if self._match(TokenType.WITH):
             if not self._match(TokenType.L_PAREN):
                 self.raise_error("Expected ( after WITH")
@@ -217,7 +226,7 @@ class LanceParser(Spark.Parser):
             if not self._match(TokenType.R_PAREN):
                 self.raise_error("Expected )")
         self._end()
-        return Statement("optimize", table, {"options": options})
+        return Statement("optimize", table, {"options": options, "zorder": zorder})
 
     def _option_value(self):
         if self._match(TokenType.NUMBER):

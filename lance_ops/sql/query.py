@@ -137,7 +137,8 @@ def open_sources(sources: list[Source], resolver: Resolver) -> None:
             uri = resolver.bindings.get(target.lower()) or registered_uri(spark, target) or normalize_uri(target)
             handle = uri if isinstance(uri, LanceTable) else LanceTable(spark, uri)
             s.handle = handle
-            s.frame = handle.changes(start, end)
+            # Delta's table_changes: the start version is included
+            s.frame = handle.changes(start - 1 if isinstance(start, int) and start > 0 else start, end)
             s.columns = list(s.frame.columns)
 
 

@@ -7,7 +7,12 @@ A Lance table is written
 * a name bound for one call (``lance_ops.sql(..., tables={"events": uri})``,
   ``LanceTable.sql`` binds ``this``);
 * a name registered in the session by ``CREATE TABLE name USING lance
-  LOCATION '<uri>'`` (or by ``CREATE VIEW v AS SELECT * FROM <lance table>``).
+  LOCATION '<uri>'`` (or by ``CREATE VIEW v AS SELECT * FROM <lance table>``);
+* a name of a Lance Namespace catalog configured in Spark conf
+  (:mod:`lance_ops.spark.catalogs`): ``db.events``, ``lance.db.events``, or a
+  one-part name of the root namespace that neither of the above nor Spark
+  knows. Such names persist across sessions (pylance's DirectoryNamespace
+  sees the same tables).
 
 Registered names live in Spark's session catalog as temporary views over the
 ``lance`` data source, so ``spark.sql`` reads them too: Spark 4.3 keeps a
@@ -153,6 +158,10 @@ class Resolver:
                 uri = registered_uri(self.spark, name)
                 if uri is not None:
                     ref = LanceRef(uri, name=name)
+                elif self._catalog_applies() and not self._spark_knows(name):
+                    ref = self._cataloged(table)
+        else:
+            ref = self._cataloged(table)
         if ref is None:
             return None
         at = table.meta.get(AT_SUFFIX)
@@ -166,6 +175,37 @@ class Resolver:
                 raise InvalidArgumentError(f"{sql_of(table)}: two time-travel specifications")
             self._apply_version(ref, version)
         return ref
+
+    def _catalog_applies(self) -> bool:
+        """Whether a Lance Namespace catalog is configured (one conf lookup)."""
+        from ..spark import catalogs
+
+        return catalogs.namespace_configured(self.spark)
+
+    def _spark_knows(self, name: str) -> bool:
+        """Whether Spark's session catalog has ``name`` (a temporary view or a
+        table of the current database): Spark's names come before the
+        namespace's root tables."""
+        try:
+            return bool(self.spark.catalog.tableExists(name))
+        except Exception:
+            return False
+
+    def _cataloged(self, table: exp.Table) -> LanceRef | None:
+        """The table a Lance Namespace catalog (:mod:`lance_ops.spark.catalogs`)
+        knows by this name, None when no catalog applies or it has no such
+        table (then the name is Spark's)."""
+        from ..spark import catalogs
+        from .names import table_parts
+
+        parts = table_parts(table)
+        if catalogs.split(self.spark, parts) is None:
+            return None
+        try:
+            uri, options = catalogs.describe(self.spark, parts)
+        except TableNotFoundError:
+            return None
+        return LanceRef(uri, name=table.name, storage_options=options or None)
 
     def _bound(self, name: str, target) -> LanceRef:
         from ..table import LanceTable

@@ -199,6 +199,21 @@ class Table:
             raise InvalidArgumentError(f"cannot delete branch {name!r} through a handle on it")
         delete_branch(self.root, name)
 
+    # ---------------------------------------------------------------- clones
+    def clone(self, target: str, version: int | str | None = None, properties: dict | None = None,
+              storage_options: dict | None = None) -> "Table":
+        """Shallow-clone a version of this handle's branch (default: this
+        handle's; a number or a tag) to a new table at ``target`` that reads
+        this table's files in place (pylance's ``shallow_clone``); returns a
+        handle on the clone. ``storage_options`` default to this table's.
+        See :mod:`.clone`."""
+        from .clone import shallow_clone
+
+        source = self.snapshot if version is None else open_snapshot(self.store, resolve_version(self.store, version))
+        options = self.store.storage_options if storage_options is None else storage_options
+        shallow_clone(source, ObjectStore(target, options), properties)
+        return Table(target, options, conflictRetries=self.conflictRetries)
+
     # ---------------------------------------------------------------- writes
     def writable(self) -> None:
         if self.pinned:

@@ -25,9 +25,12 @@ table (main included when vacuuming a branch) and never removes a file any of
 them references, so no branch loses data however old its fork point is. Those
 branches' own versions are never removed here: vacuum cleans one branch.
 
-Which files are removed -- data files (``data/**.lance``), deletion files,
-transaction files and index directories (``_indices/{uuid}/``) that no kept
-version references:
+Which files are removed -- every file under the table's managed folders
+(``data/``, ``_deletions/``, ``_transactions/``, ``_indices/``, at any depth,
+whatever its name or suffix: data, deletion, transaction and index files, and
+orphans such as a crashed upload's temporary object or a stray copy) that no
+kept version references (an index file counts as referenced when its
+directory ``_indices/{uuid}`` is):
 
 * files referenced by a removed version only: always (they were committed, so
   no writer is still producing them);
@@ -40,17 +43,21 @@ version references:
   7-day age for these (or deletes them at any age with ``delete_unverified``);
   here the same retention governs versions and unreferenced files, as in
   Delta;
-* temporary leftovers of interrupted writes older than the retention:
-  pylance's ``_versions/.tmp*``, ``*.tmp-{hex}`` files of our own
-  write-then-rename in ``_versions/``, ``_transactions/``, ``_deletions/``,
-  and staged manifests ``_versions/{name}.manifest-{uuid}`` of external-store
+* outside the managed folders only temporary leftovers of interrupted
+  writes older than the retention: pylance's ``_versions/.tmp*``,
+  ``*.tmp-{hex}`` files of our own write-then-rename in ``_versions/``,
+  staged manifests ``_versions/{name}.manifest-{uuid}`` of external-store
   commits that lost their race or whose writer died before claiming (a
   committed staged manifest is finished -- copied to its final name -- by
-  the listing that precedes this, so it is never a leftover).
+  the listing that precedes this, so it is never a leftover), and
+  ``_staging/`` manifests of checks that never finished.
 
 Files are listed as a stream (page by page on S3) and judged one at a time.
 
-Everything else stays: ``_refs/``, the version hint, unknown files. A manifest
+Everything else stays: ``_refs/``, the version hint, ``tree/`` (branches
+are vacuumed on their own), unknown files outside the managed folders
+(pylance keeps unknown files everywhere; Delta and Iceberg remove orphans
+under the table's data locations, which is what the managed folders are). A manifest
 that cannot be decoded aborts vacuum before anything is deleted -- its
 references are unknown, and guessing could delete live files.
 
@@ -194,27 +201,32 @@ def _is_leftover(name: str) -> bool:
     return name.startswith(".tmp") or ".tmp-" in name or ".manifest-" in name
 
 
+#: The folders whose files only versions give a purpose: every file in them
+#: (at any depth, whatever its name or suffix) that no kept version
+#: references is an orphan once older than the retention -- a crashed
+#: upload's temporary object, a stray copy, a file of a writer that died
+#: before committing -- as Delta's VACUUM and Iceberg's
+#: ``remove_orphan_files`` judge files. Nothing outside them is touched.
+MANAGED_DIRS = (DATA_DIR, DELETIONS_DIR, TRANSACTIONS_DIR, INDICES_DIR)
+
+
 def _candidates(store: ObjectStore) -> Iterator[tuple[str, FileInfo, str | None]]:
     """(path, info, reference key) of every file vacuum may remove. The key is
-    what :func:`references` calls the file; None for temporary leftovers,
-    which no version ever references."""
-    for rel, info in store.walk_files(DATA_DIR):
-        if rel.endswith(".lance"):
-            yield rel, info, rel
-    for rel, info in store.walk_files(INDICES_DIR):
-        parts = rel.split("/")
-        if len(parts) > 2:
-            yield rel, info, "/".join(parts[:2])
+    what :func:`references` calls the file (an index file: its directory
+    ``_indices/{uuid}``); None for temporary leftovers in ``_versions/`` and
+    ``_staging/``, which no version ever references."""
+    for directory in MANAGED_DIRS:
+        for rel, info in store.walk_files(directory):
+            parts = rel.split("/")
+            if directory == INDICES_DIR and len(parts) > 2:
+                yield rel, info, "/".join(parts[:2])
+            else:
+                yield rel, info, rel
     for info in store.list_dir(STAGING_DIR):  # manifests of checks that never finished
         yield f"{STAGING_DIR}/{info.name}", info, None
-    file_kinds = {DELETIONS_DIR: (".arrow", ".bin"), TRANSACTIONS_DIR: (".txn",), VERSIONS_DIR: ()}
-    for directory, suffixes in file_kinds.items():
-        for info in store.list_dir(directory):
-            rel = f"{directory}/{info.name}"
-            if _is_leftover(info.name):
-                yield rel, info, None
-            elif info.name.endswith(suffixes):
-                yield rel, info, rel
+    for info in store.list_dir(VERSIONS_DIR):
+        if _is_leftover(info.name):
+            yield f"{VERSIONS_DIR}/{info.name}", info, None
 
 
 @dataclass(frozen=True)

@@ -825,6 +825,11 @@ def test_analyzed_conditions_feed_data_skipping(spark, edge_table):
         Conjunct(long_col, ">", 3), Conjunct(long_col, "in", [5, 7])]
     assert conjuncts(f"{int_col} = 3000000000") == []  # (compared as bigint: not a column literal)
     assert conjuncts(f"{long_col} = {int_col}") == []
+    # a double column against decimal, integral and double literals: the double Spark compares with
+    double_col = next(n for n, (_, st, _) in COLUMNS.items() if isinstance(st, T.DoubleType))
+    assert conjuncts(f"{double_col} BETWEEN 0.1 AND 3") == [Conjunct(double_col, ">=", 0.1),
+                                                           Conjunct(double_col, "<=", 3.0)]
+    assert conjuncts(f"{double_col} < 2.5D") == [Conjunct(double_col, "<", 2.5)]
 
 
 # ---------------------------------------------------------------- backfill

@@ -338,10 +338,14 @@ def test_table_changes_and_describe(spark, trio):
     run(spark, f"INSERT INTO lance.`{s}` VALUES (500, 1, 'new', 1.0)")
     run(spark, f"CREATE TABLE changes_t USING lance LOCATION '{s}'")
     for target in (s, "changes_t"):
-        rows = run(spark, f"SELECT id, _change_type FROM table_changes('{target}', {v}) ORDER BY id").collect()
-        assert [(r.id, r._change_type) for r in rows] == [(0, "update"), (1, "update"), (2, "update"), (500, "insert")]
-    rows = run(spark, f"SELECT count(*) FROM table_changes('{s}', {v}, {v + 1})").head()[0]
-    assert rows == 3
+        # Delta's table_changes: from version v + 1 (included) on
+        rows = run(spark, f"SELECT id, _change_type, _commit_version FROM table_changes('{target}', {v + 1}) "
+                          "ORDER BY id, _change_type").collect()
+        assert [(r.id, r._change_type, r._commit_version) for r in rows] == [
+            (i, kind, v + 1) for i in range(3) for kind in ("update_postimage", "update_preimage")
+        ] + [(500, "insert", v + 2)]
+    rows = run(spark, f"SELECT count(*) FROM table_changes('{s}', {v + 1}, {v + 1})").head()[0]
+    assert rows == 6
     desc = run(spark, "DESCRIBE changes_t").collect()
     assert [(d.col_name, d.data_type) for d in desc] == [("id", "bigint"), ("grp", "int"), ("name", "string"), ("score", "double")]
     ext = {r.col_name: r.data_type for r in run(spark, "DESCRIBE TABLE EXTENDED changes_t").collect()}
