@@ -42,8 +42,7 @@ from urllib.parse import parse_qsl, unquote, urlparse
 import fsspec
 
 from ..errors import InvalidArgumentError, LanceOpsError, StorageIOError
-from . import credentials
-from .credentials import is_secret_key
+from .credentials import HANDLE_OPTION, is_secret_key, published_handle, resolve_options
 
 #: Schemes pylance's file codec opens directly.
 CODEC_NATIVE_SCHEMES = {"file", "s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "oss", "hf"}
@@ -227,7 +226,7 @@ class ObjectStore:
     ``(uri, storage_options)`` in executors)."""
 
     def __init__(self, uri: str, storage_options: dict[str, str] | None = None):
-        options = credentials.resolve_options({str(k): str(v) for k, v in (storage_options or {}).items()})
+        options = resolve_options({str(k): str(v) for k, v in (storage_options or {}).items()})
         self.uri, self.storage_options = resolve_uri(uri, options)
         self.scheme, self.root = normalize_uri(self.uri)
         fs_kwargs, self.codec_options = split_storage_options(self.scheme, self.storage_options)
@@ -251,8 +250,8 @@ class ObjectStore:
         # Credentials a Spark session published travel as their handle
         # (pickles of tasks are logged by py4j, base64-encoded): see
         # :mod:`.credentials`.
-        handle = credentials.published_handle(self.storage_options)
-        options = {credentials.HANDLE_OPTION: handle} if handle else self.storage_options
+        handle = published_handle(self.storage_options)
+        options = {HANDLE_OPTION: handle} if handle else self.storage_options
         return (ObjectStore, (self.uri, options), {"bases": self.bases})
 
     def __repr__(self) -> str:
