@@ -24,43 +24,14 @@ import os
 import shutil
 import time
 
+from tests.helpers import many_versions
+
 from .harness import Context, Result, Section, Timing
 
 TITLE = "Streaming: sink and source per micro-batch; vacuum and history with many versions"
 BATCHES = 20
 BATCH_ROWS = 5_000
 VERSION_COUNTS = (1_000, 10_000, 30_000)
-
-
-def many_versions(path: str, n: int) -> None:
-    """A table of ``n`` versions: version 1 holds 10 rows, versions 2..n are
-    UpdateConfig commits (built by lance_ops' own manifest build, written
-    straight to the file system: minutes of commits in seconds)."""
-    import lance
-    import pyarrow as pa
-
-    from lance_ops.format.manifest import ManifestFile, encode_manifest_file
-    from lance_ops.format.naming import TRANSACTIONS_DIR, ManifestNaming
-    from lance_ops.storage import ObjectStore
-    from lance_ops.txn.build import BuildContext, build_manifest
-    from lance_ops.txn.log import Snapshot, open_snapshot
-    from lance_ops.txn.operations import Transaction, UpdateConfig
-
-    lance.write_dataset(pa.table({"id": pa.array(range(10), pa.int64())}), path)
-    store = ObjectStore(path)
-    snap = open_snapshot(store)
-    for v in range(2, n + 1):
-        txn = Transaction(v - 1, UpdateConfig(config_updates=({"k": str(v)}, False)))
-        ctx = BuildContext(previous=snap, version=v, stable_row_ids=True, data_format=None,
-                           load_snapshot=lambda x: open_snapshot(store, x))
-        manifest, indices = build_manifest(ctx, txn)
-        data = txn.to_bytes()
-        with open(os.path.join(path, TRANSACTIONS_DIR, txn.file_name), "wb") as f:
-            f.write(data)
-        blob = encode_manifest_file(manifest, data, indices, ctx.dictionaries)
-        with open(os.path.join(path, ManifestNaming.V2.path(v)), "wb") as f:
-            f.write(blob)
-        snap = Snapshot(store, v, ManifestFile(manifest, data, indices, len(blob), ctx.dictionaries), ManifestNaming.V2)
 
 
 def _once(fn) -> float:

@@ -86,3 +86,49 @@ def assert_same_rows(df, table: pa.Table, sort_by=("_rowid",)):
     assert set(a[0].keys()) == set(b[0].keys()) if a else True, (sorted(a[0]), sorted(b[0]))
     for i, (x, y) in enumerate(zip(a, b)):
         assert x == y, f"row {i} differs:\n  ours:    {x}\n  pylance: {y}"
+
+
+def many_versions(path: str, n: int, append_every: int = 0, delete_every: int = 0) -> None:
+    """A table of ``n`` versions, fast: version 1 holds 10 rows; later
+    versions are UpdateConfig commits -- every ``append_every``-th an Append of
+    one row, every ``delete_every``-th a Delete of the fragment appended last
+    (data files churn) -- each built by lance_ops' manifest build and written
+    straight to the file system with its transaction file (no commit loop:
+    a listing per commit would make 30,000 versions take minutes)."""
+    import lance
+    import pyarrow as pa
+
+    from lance_ops.format.manifest import ManifestFile, encode_manifest_file
+    from lance_ops.format.naming import TRANSACTIONS_DIR, ManifestNaming
+    from lance_ops.format.writer import write_fragments
+    from lance_ops.storage import ObjectStore
+    from lance_ops.txn.build import BuildContext, build_manifest
+    from lance_ops.txn.log import Snapshot, open_snapshot
+    from lance_ops.txn.operations import Append, Delete, Transaction, UpdateConfig
+
+    lance.write_dataset(pa.table({"id": pa.array(range(10), pa.int64())}), path)
+    store = ObjectStore(path)
+    snap = open_snapshot(store)
+    appended = None
+    for v in range(2, n + 1):
+        if append_every and v % append_every == 0:
+            batch = pa.record_batch({"id": pa.array([1000 + v], pa.int64())})
+            op = Append(list(write_fragments(store, snap.schema, [batch], snap.data_format_version)))
+        elif delete_every and v % delete_every == 0 and appended is not None:
+            op = Delete(deleted_fragment_ids=[appended], predicate=f"fragment {appended}")
+            appended = None
+        else:
+            op = UpdateConfig(config_updates=({"k": str(v)}, False))
+        txn = Transaction(v - 1, op)
+        ctx = BuildContext(previous=snap, version=v, stable_row_ids=True, data_format=None,
+                           load_snapshot=lambda x: open_snapshot(store, x))
+        manifest, indices = build_manifest(ctx, txn)
+        if isinstance(op, Append):
+            appended = max(f.id for f in manifest.fragments)
+        data = txn.to_bytes()
+        with open(os.path.join(path, TRANSACTIONS_DIR, txn.file_name), "wb") as f:
+            f.write(data)
+        blob = encode_manifest_file(manifest, data, indices, ctx.dictionaries)
+        with open(os.path.join(path, ManifestNaming.V2.path(v)), "wb") as f:
+            f.write(blob)
+        snap = Snapshot(store, v, ManifestFile(manifest, data, indices, len(blob), ctx.dictionaries), ManifestNaming.V2)

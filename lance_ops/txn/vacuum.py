@@ -1,7 +1,13 @@
 """vacuum(): remove old versions, then every file no remaining version needs.
 
-Metadata work on the driver: listing, reading every manifest, deleting --
-plain object-store calls, issued from a small thread pool.
+Metadata work on the driver: listing, reading the manifests of the versions
+it keeps, deleting -- plain object-store calls, issued from a small thread
+pool. Linear in the number of versions and files: versions older than the
+retention are found by a binary search over commit times (which follow
+version order) and removed without reading their manifests; the files only
+they referenced are unreferenced files older than the retention (a file is
+written before the version naming it commits), removed as such. pylance's
+cleanup reads every manifest.
 
 Which versions are removed -- pylance's ``cleanup_old_versions(older_than=...)``
 rules:
@@ -232,12 +238,14 @@ def _candidates(store: ObjectStore) -> Iterator[tuple[str, FileInfo, str | None]
 @dataclass(frozen=True)
 class VersionFacts:
     """What the decision needs of one version: its commit time (epoch s),
-    manifest path and the files it references (:func:`references`)."""
+    manifest path and the files it references (:func:`references`; None when
+    the manifest was not read: a version older than the retention, whose
+    files are judged by the kept versions' references and their age)."""
 
     version: int
     timestamp: float
     path: str
-    references: frozenset
+    references: frozenset | None
 
 
 @dataclass(frozen=True)
@@ -270,11 +278,13 @@ def decide(
     removed: set[str] = set()
     for v in versions:
         if v.version < upto and v.version not in tagged and v.timestamp < cutoff:
-            removed |= v.references
+            removed |= v.references or frozenset()
             if v.version not in forked:
                 plan.removed_versions.append(v.version)
                 plan.manifests.append(v.path)
         else:
+            if v.references is None:
+                raise ValueError(f"version {v.version} is kept: its references are needed")
             kept |= v.references
     for c in candidates:
         if c.key not in kept and (c.key in removed or 0 < c.mtime < cutoff):
@@ -282,30 +292,66 @@ def decide(
     return plan
 
 
+def _first_recent(tlog: TableLog, listed, cutoff: float, until: int) -> int:
+    """The index of the first of ``listed[:until]`` committed at or after
+    ``cutoff`` (``until`` if none): a binary search over commit times, which
+    follow version order -- O(log n) manifest reads, so vacuum stays linear in
+    the number of versions (pylance's cleanup reads every manifest)."""
+    lo, hi = 0, until
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _timestamp(tlog.read_manifest(listed[mid])) < cutoff:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def plan_vacuum(store: ObjectStore, upto: int, retention_hours: float) -> VacuumPlan:
-    """Gather the facts and :func:`decide`, reading every manifest first (an
-    unreadable one raises CorruptTableError before anything is decided).
-    ``upto`` is the handle's version: it and newer versions are kept."""
+    """Gather the facts and :func:`decide`. Reads the manifests of the kept
+    versions only -- those committed within the retention (found by a binary
+    search over commit times), the handle's version and newer, tagged
+    versions -- (an unreadable one raises CorruptTableError before anything
+    is decided); older versions are removed unread, and the files they alone
+    referenced go with every other unreferenced file older than the retention
+    (a file is written before the version that names it commits). ``upto`` is
+    the handle's version: it and newer versions are kept."""
     cutoff = time.time() - retention_hours * 3600.0
-    versions = _read_all(TableLog(store))
-    if not versions:
+    tlog = TableLog(store)
+    listed = tlog.versions()
+    if not listed:
         return VacuumPlan()
-    for _v, _path, mf in versions:
-        check_readable(mf.manifest, f"at {store.root}")
+    latest = tlog.read_manifest(listed[-1])
     # vacuum is a write: refused on the latest version's unknown writer flags
-    check_writable(versions[-1][2].manifest, f"at {store.root}")
-    this = versions[-1][2].manifest.branch or None  # vacuum cleans this branch (None: main)
+    check_writable(latest.manifest, f"at {store.root}")
+    this = latest.manifest.branch or None  # vacuum cleans this branch (None: main)
     root = dataset_root(store, this)
     branches = list_branches(root)
+    tagged = {int(doc["version"]) for doc in list_tags(root).values() if (doc.get("branch") or None) == this}
+    forked = {int(doc["parentVersion"]) for doc in branches.values() if (doc.get("parentBranch") or None) == this}
+    below_upto = sum(1 for loc in listed if loc.version < upto)
+    first_kept = _first_recent(tlog, listed, cutoff, min(below_upto, len(listed) - 1))
+    read = [loc for i, loc in enumerate(listed) if i >= first_kept or loc.version in tagged]
+    with ThreadPoolExecutor(IO_THREADS) as pool:
+        manifests = dict(zip((loc.version for loc in read), pool.map(tlog.read_manifest, read)))
+    facts = []
+    for loc in listed:
+        mf = manifests.get(loc.version)
+        if mf is None:
+            facts.append(VersionFacts(loc.version, float("-inf"), loc.path, None))
+            continue
+        check_readable(mf.manifest, f"at {store.root}")
+        facts.append(VersionFacts(loc.version, _timestamp(mf), loc.path, frozenset(references(mf, based=None))))
     return decide(
-        [VersionFacts(v, _timestamp(mf), path, frozenset(references(mf, based=None))) for v, path, mf in versions],
+        facts,
         (Candidate(rel, info.mtime, key) for rel, info, key in _candidates(store)),
         upto=upto,
         cutoff=cutoff,
-        tagged={int(doc["version"]) for doc in list_tags(root).values() if (doc.get("branch") or None) == this},
-        forked={int(doc["parentVersion"]) for doc in branches.values() if (doc.get("parentBranch") or None) == this},
+        tagged=tagged,
+        forked=forked,
         shared=other_branch_references(root, branches, this),
     )
+
 
 def vacuum(store: ObjectStore, version: int, retention_hours: float | None, dry_run: bool, enforce: bool) -> list[str]:
     """Remove (or with ``dry_run`` only list) what :func:`plan_vacuum` selects

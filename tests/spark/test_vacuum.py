@@ -14,7 +14,7 @@ import time
 import lance
 import pytest
 
-from lance_ops import LanceTable
+from lance_ops import LanceTable, Table
 from lance_ops.errors import CorruptTableError, InvalidArgumentError, ReadOnlyVersionError
 from lance_ops.format.manifest import encode_manifest_file
 from lance_ops.format.naming import new_data_file_name, new_uuid
@@ -184,11 +184,18 @@ def test_tagged_old_version_is_kept_with_its_files(spark, history, tmp_path):
     assert_versions_readable(spark, ours)
 
 
-def test_files_of_removed_versions_go_whatever_their_mtime(spark, history):
-    """A file only removed versions reference was committed: no writer is still
-    producing it, so its (here fresh) mtime does not protect it."""
+def test_files_of_removed_versions_go_by_their_age(spark, history):
+    """Vacuum does not read the manifests of the versions it removes (it stays
+    linear in the number of versions): a file only they referenced goes as any
+    unreferenced file, once older than the retention -- it always is, having
+    been written before its version committed; a file whose mtime was reset
+    (a copied table) waits until it is."""
     txn = "_transactions/" + read_manifest(history, 2).manifest.transaction_file
     os.utime(os.path.join(history, txn))
+    removed = LanceTable(spark, history).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    assert txn not in removed and os.path.exists(os.path.join(history, txn))
+    old = time.time() - 2 * DAY
+    os.utime(os.path.join(history, txn), (old, old))
     assert txn in LanceTable(spark, history).vacuum(retentionHours=24, enforceRetentionDuration=False)
     assert not os.path.exists(os.path.join(history, txn))
 
@@ -298,14 +305,29 @@ def test_stale_handle_keeps_its_version_and_newer(spark, history):
 
 
 def test_unreadable_manifest_fails_without_deleting(spark, history):
+    """A kept version's manifest (here version 6, within the retention) that
+    cannot be decoded aborts vacuum before anything is deleted: its
+    references are unknown. A damaged manifest of a version being removed is
+    removed unread (vacuum does not read what it removes; the files only it
+    referenced go by age, as any unreferenced file)."""
     files = manifest_files(history)
-    with open(files[2], "r+b") as f:
+    with open(files[6], "r+b") as f:
         f.seek(-4, os.SEEK_END)
         f.write(b"XXXX")  # footer magic
     before = all_files(history)
     with pytest.raises(CorruptTableError):
-        LanceTable(spark, history).vacuum(retentionHours=24, enforceRetentionDuration=False)
+        Table(history).vacuum(retentionHours=24, enforceRetentionDuration=False)
     assert all_files(history) == before
+    with open(files[6], "r+b") as f:
+        f.seek(-4, os.SEEK_END)
+        f.write(b"LANC")
+    with open(files[2], "r+b") as f:
+        f.seek(-4, os.SEEK_END)
+        f.write(b"XXXX")
+    removed = LanceTable(spark, history).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    assert os.path.relpath(files[2], history) in removed
+    assert versions_of(history) == [6, 7]
+    assert_versions_readable(spark, history)
 
 
 def test_retention_floor(spark, history):

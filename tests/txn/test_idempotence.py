@@ -131,3 +131,31 @@ def test_history_with_a_limit_reads_that_many_manifests(store, monkeypatch):  # 
     assert [r["version"] for r in rows] == [31, 30, 29]
     manifests = [r for r in reads if r.startswith("_versions/")]
     assert len(manifests) <= 4, manifests  # the 3 newest (+ the latest, when the handle opens)
+
+
+def test_vacuum_of_hundreds_of_versions_keeps_what_pylance_keeps(tmp_path):
+    """Vacuum no longer reads the versions it removes (linear in the number
+    of versions): on 400 versions with data files appended and deleted along
+    the way, it leaves exactly the files pylance's cleanup leaves on a copy."""
+    import datetime
+    import shutil
+
+    from tests.helpers import many_versions
+
+    base = str(tmp_path / "base.lance")
+    many_versions(base, 400, append_every=7, delete_every=11)
+    ours, theirs = str(tmp_path / "ours.lance"), str(tmp_path / "theirs.lance")
+    shutil.copytree(base, ours)
+    shutil.copytree(base, theirs)
+    removed = Table(ours).vacuum(retentionHours=0, enforceRetentionDuration=False)
+    lance.dataset(theirs).cleanup_old_versions(older_than=datetime.timedelta(0), delete_unverified=True)
+
+    def tree(p):
+        import os
+
+        return sorted(os.path.relpath(os.path.join(r, f), p) for r, _, fs in os.walk(p) for f in fs
+                      if "latest_version_hint" not in f)
+
+    assert tree(ours) == tree(theirs)
+    assert len([r for r in removed if r.startswith("_versions/")]) == 399
+    assert lance.dataset(ours).to_table().equals(lance.dataset(base).to_table())
