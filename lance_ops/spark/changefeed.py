@@ -54,6 +54,13 @@ def wants_change_feed(options) -> bool:
     return str(opts.get(OPTION, "false")).strip().lower() in ("1", "true", "yes", "on")
 
 
+def has_start(options) -> bool:
+    """Whether the options name where a change feed starts (a batch read
+    needs one; a stream starts from the table as it is without one)."""
+    opts = {str(k).lower() for k in dict(options)}
+    return bool(opts & {"startingversion", "startingtimestamp"})
+
+
 def feed_schema(schema, metadata: list[str]) -> T.StructType:
     """The Spark schema of a change feed of a table of ``schema`` (lance)."""
     out = spark_schema(schema, None, metadata)

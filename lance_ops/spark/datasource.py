@@ -793,8 +793,10 @@ class LanceDataSource(DataSource):
     def schema(self):
         opts = self._opts()
         if _change_feed(self.options):
-            from .changefeed import feed_schema
+            from .changefeed import feed_schema, has_start
 
+            if not has_start(self.options):  # a change feed stream may start from the table as it is
+                return feed_schema(open_version(ObjectStore(opts.path, opts.storage_options)).schema, opts.metadata)
             store, _start, end = self._feed()
             return feed_schema(open_version(store, end).schema, opts.metadata)
         snap = self._open(opts)

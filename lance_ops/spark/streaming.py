@@ -17,7 +17,10 @@ b}`` -- everything before version ``v`` was delivered, and the first ``k``
 units of version ``v``'s change set. A unit is one fragment: with
 ``snapshot`` the fragments of the version the query started at (its whole
 content, as Delta's source starts), else the fragments version ``v`` added.
-Options (Delta's names): ``startingVersion`` (a number: changes from that
+With ``readChangeFeed`` the stream is the change feed (Delta's rows and
+columns, :mod:`lance_ops.txn.changefeed`): the table at the start as
+inserts, then every version's changes -- deletes and updates included, one
+unit per version. Options (Delta's names): ``startingVersion`` (a number: changes from that
 version on, or ``latest``), ``startingTimestamp``, ``maxFilesPerTrigger`` /
 ``maxRowsPerTrigger`` (read limits; one unit at least), ``skipChangeCommits``
 (versions that changed or deleted rows deliver nothing), ``ignoreDeletes``
@@ -208,17 +211,20 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.ignore_deletes = _truthy(opts.get("ignoredeletes", False)) or self.skip_changes
         self.max_files = int(opts["maxfilespertrigger"]) if opts.get("maxfilespertrigger") else None
         self.max_rows = int(opts["maxrowspertrigger"]) if opts.get("maxrowspertrigger") else None
-        if _truthy(opts.get("readchangefeed", False)):
-            raise UnsupportedFeatureError(
-                "readChangeFeed on a lance stream is not available yet; stream appended rows, or read the change "
-                "feed in batch (LanceTable.changes)"
-            )
+        #: readChangeFeed: every version delivers its change rows (Delta's
+        #: _change_type / _commit_version / _commit_timestamp columns)
+        self.cdf = _truthy(opts.get("readchangefeed", False))
         self.starting = opts.get("startingversion")
         self.starting_ts = opts.get("startingtimestamp")
         latest = open_snapshot(self.store)
         self.schema_version = latest.version
         self.lance_schema = latest.schema
         self.stable_row_ids = latest.stable_row_ids
+        if self.cdf and not self.stable_row_ids:
+            raise UnsupportedFeatureError(
+                f"the change feed needs stable row ids ({self.store.root} has none): without them rows have no "
+                "identity across versions. Create the table with stableRowIds=True."
+            )
         self._manifests: dict[int, object] = {}
         #: trigger(availableNow=True): no version after this one is read
         self._until: int | None = None
@@ -285,7 +291,7 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         while pos["version"] <= latest:
             units = self._units(pos["version"], pos["snapshot"])
             for i in range(pos["index"], len(units)):
-                n = live_rows(units[i])
+                n = live_rows(units[i]) if isinstance(units[i], table_pb2.DataFragment) else 0
                 if (max_files is not None and files >= max_files) or (
                         max_rows is not None and files and rows + n > max_rows):
                     return {**pos, "index": i}
@@ -300,22 +306,85 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict):
         units: list[tuple[int, bytes]] = []
+        changed: list[int] = []
         pos = dict(start)
         while (pos["version"], pos["index"]) < (end["version"], end["index"]):
-            frags = self._units(pos["version"], pos["snapshot"])
-            stop = end["index"] if pos["version"] == end["version"] else len(frags)
-            units += [(pos["version"], f.SerializeToString()) for f in frags[pos["index"]:stop]]
+            if self.cdf and not pos["snapshot"]:
+                changed.append(pos["version"])
+            else:
+                frags = self._units(pos["version"], pos["snapshot"])
+                stop = end["index"] if pos["version"] == end["version"] else len(frags)
+                units += [(pos["version"], f.SerializeToString()) for f in frags[pos["index"]:stop]]
             pos = {"version": pos["version"] + 1, "index": 0, "snapshot": False}
-        return [StreamPartition([u]) for u in units]
+        parts: list = [StreamPartition([u]) for u in units]
+        if changed:
+            from ..txn.changefeed import plan_feed
+            from .changefeed import group_items
+
+            plan = plan_feed(self.store, changed[0] - 1, changed[-1])
+            parts += [p for p in group_items(plan.items, bases=plan.store.bases) if p.items]
+        return parts
 
     @executor_task
-    def read(self, partition: StreamPartition):
-        for _version, data in partition.units:
+    def read(self, partition):
+        if not isinstance(partition, StreamPartition):  # a change feed partition
+            yield from self._read_changes(partition)
+            return
+        for version, data in partition.units:
             frag = table_pb2.DataFragment.FromString(data)
+            if self.cdf:  # the table as the stream started: every row an insert
+                yield from self._as_inserts(version, frag)
+                continue
             scan = FragmentScan(frag, self.columns, [], stable_row_ids=self.stable_row_ids)
             for batch in scan_fragment(self.store, self.lance_schema, scan):
                 if batch.num_rows:
                     yield to_spark_batch(batch, self.arrow_target)
+
+    def _feed_columns(self) -> list[str]:
+        from ..txn.changefeed import CDF_COLUMNS
+
+        return [c for c in self.columns if c not in CDF_COLUMNS]
+
+    def _as_inserts(self, version: int, frag):
+        import numpy as np
+        import pyarrow as pa
+
+        from ..txn.changefeed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, INSERT
+
+        micros = self._commit_micros(version)
+        scan = FragmentScan(frag, self._feed_columns(), [], stable_row_ids=True)
+        for batch in scan_fragment(self.store, self.lance_schema, scan):
+            n = batch.num_rows
+            if not n:
+                continue
+            cols = {name: batch.column(name) for name in batch.schema.names}
+            cols[CHANGE_TYPE] = pa.array([INSERT] * n, pa.string())
+            cols[COMMIT_VERSION] = pa.array(np.full(n, version, dtype=np.int64))
+            cols[COMMIT_TIMESTAMP] = pa.array(np.full(n, micros, dtype=np.int64)).cast(pa.timestamp("us", tz="UTC"))
+            yield to_spark_batch(pa.RecordBatch.from_arrays([cols[c] for c in self.columns], names=self.columns),
+                                 self.arrow_target)
+
+    def _commit_micros(self, version: int) -> int:
+        m = self._manifest(version).manifest
+        return m.timestamp.seconds * 1_000_000 + m.timestamp.nanos // 1000 if m.HasField("timestamp") else 0
+
+    def _read_changes(self, partition):
+        import numpy as np
+        import pyarrow as pa
+
+        from ..txn.changefeed import COMMIT_TIMESTAMP, COMMIT_VERSION, change_rows
+
+        store = ObjectStore(self.store.uri, self.store.storage_options)
+        store.bases = dict(partition.bases)
+        for item in partition.items:
+            for batch in change_rows(store, self.lance_schema, item, self._feed_columns()):
+                n = batch.num_rows
+                cols = {name: batch.column(name) for name in batch.schema.names}
+                cols[COMMIT_VERSION] = pa.array(np.full(n, item.version, dtype=np.int64))
+                cols[COMMIT_TIMESTAMP] = pa.array(np.full(n, item.micros, dtype=np.int64)).cast(
+                    pa.timestamp("us", tz="UTC"))
+                out = pa.RecordBatch.from_arrays([cols[c] for c in self.columns], names=self.columns)
+                yield to_spark_batch(out, self.arrow_target)
 
     def commit(self, end: dict) -> None:
         pass
@@ -338,6 +407,8 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         frags = sorted(mf.manifest.fragments, key=lambda f: f.id)
         if snapshot:
             return [f for f in frags if live_rows(f)]
+        if self.cdf:  # a version's change set is one unit: its changed fragments
+            return [mf.manifest]
         if version == 1:
             return [f for f in frags if live_rows(f)]
         txn = self.log.read_transaction(version, mf)

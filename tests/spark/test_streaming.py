@@ -155,3 +155,32 @@ def test_source_starting_version_and_read_limits(spark, tmp_path):
     with pytest.raises(Exception, match="startingVersion 9"):
         q = read_stream(spark, uri, "bad", startingVersion=9)
         raise q.exception()
+
+
+def test_source_streams_the_change_feed(spark, tmp_path):
+    """readChangeFeed on a stream: the table as it was as inserts, then each
+    version's Delta change rows -- deletes and updates too -- the same rows as
+    the batch change feed of those versions."""
+    uri = str(tmp_path / "t.lance")
+    t = LanceTable.create(spark, uri, spark.range(0, 6).selectExpr("id", "id * 10 AS v"))
+    ck, out = str(tmp_path / "ck"), str(tmp_path / "out")
+
+    def run():
+        q = (spark.readStream.format("lance").option("readChangeFeed", "true").load(uri)
+             .writeStream.format("parquet").option("path", out).option("checkpointLocation", ck)
+             .trigger(availableNow=True).start())
+        finish(q)
+        assert q.exception() is None, q.exception()
+        return sorted((r.id, r.v, r._change_type, r._commit_version) for r in spark.read.parquet(out).collect())
+
+    assert run() == [(i, i * 10, "insert", 1) for i in range(6)]
+    t.delete("id = 0")
+    t.update("id = 1", {"v": "v + 1"})
+    t.append(spark.range(6, 7).selectExpr("id", "id * 10 AS v"))
+    t.optimize().executeCompaction(targetRowsPerFragment=100)
+    got = run()
+    batch = sorted((r.id, r.v, r._change_type, r._commit_version)
+                   for r in spark.read.format("lance").option("readChangeFeed", "true")
+                   .option("startingVersion", 2).load(uri).collect())
+    assert got == sorted([(i, i * 10, "insert", 1) for i in range(6)] + batch)
+    assert (0, 0, "delete", 2) in batch and (1, 11, "update_postimage", 3) in batch and (6, 60, "insert", 4) in batch
