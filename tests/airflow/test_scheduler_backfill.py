@@ -12,7 +12,8 @@ backfill of those hours fills them, and runs the table's asset triggers
 have nothing to do. Checked: every interval's rows are filled (read back by
 pylance), row ids unchanged, the runs succeeded, the idle interval's
 backfill is skipped, asset-triggered runs happened and were skipped, and a
-second backfill of the same dates writes nothing."""
+second backfill of the same dates writes nothing. Then ``airflow dags test``
+of the maintenance DAG compacts a table, from the same CLI."""
 from __future__ import annotations
 
 import datetime
@@ -220,6 +221,20 @@ def test_airflow_backfill_create_fills_each_interval(tmp_path):
         assert [af.task_states(r[0])["backfill_g"] for r in second] == ["skipped"] * 3
         assert lance.dataset(path).version == version
         assert [r for r in runs if r[1] == "asset_triggered"] == triggered  # no write, no asset event
+
+        # `airflow dags test` of the maintenance DAG, from the CLI: the small table is compacted
+        small = str(tmp_path / "small.lance")
+        for i in range(4):
+            lance.write_dataset(_events(3, range(i * 5, i * 5 + 5), [1.0] * 5), small, mode="append" if i else "create")
+        expected = sorted(lance.dataset(small).to_table().to_pylist(), key=lambda r: r["id"])
+        maintenance = tmp_path / "maintenance.json"
+        maintenance.write_text(json.dumps({"tables": [{"name": "small", "uri": small, "small_fragment_rows": 100}]}))
+        af.env["LANCE_OPS_MAINTENANCE_CONFIG"] = str(maintenance)
+        r = af.cli("dags", "test", "lance_maintenance", timeout=300)
+        ds = lance.dataset(small)
+        assert len(ds.get_fragments()) == 1, r.stdout[-3000:]
+        assert sorted(ds.to_table().to_pylist(), key=lambda r: r["id"]) == expected
+        assert ds.get_transactions(1)[0].operation.__class__.__name__ == "Rewrite"
     finally:
         af.stop()
         starting.join()
