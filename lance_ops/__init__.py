@@ -34,6 +34,7 @@ from .errors import (
     TableExistsError,
     TableNotFoundError,
     UnsupportedFeatureError,
+    WorkerEnvironmentError,
 )
 from .results import CommitInfo
 from .txn.table import Table
@@ -111,4 +112,5 @@ __all__ = [
     "CommitStoreError",
     "DuplicateMatchError", "InvalidArgumentError", "SqlParseError", "sql", "load_ipython_extension",
     "ConstraintViolationError", "DataQualityError", "OperationCancelledError", "cancel", "ship_to",
+    "WorkerEnvironmentError",
 ]

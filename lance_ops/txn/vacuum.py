@@ -41,7 +41,8 @@ version references:
   here the same retention governs versions and unreferenced files, as in
   Delta;
 * temporary leftovers of interrupted writes older than the retention:
-  pylance's ``_versions/.tmp*``, ``*.tmp-{hex}`` files of our own
+  everything under ``_staging/`` (staged manifests, the journals of failed
+  Spark writes), pylance's ``_versions/.tmp*``, ``*.tmp-{hex}`` files of our own
   write-then-rename in ``_versions/``, ``_transactions/``, ``_deletions/``,
   and staged manifests ``_versions/{name}.manifest-{uuid}`` of external-store
   commits that lost their race or whose writer died before claiming (a
@@ -67,6 +68,7 @@ conf :data:`RETENTION_CHECK_CONF` is ``false`` or the caller passes
 from __future__ import annotations
 
 import logging
+import posixpath
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -205,8 +207,10 @@ def _candidates(store: ObjectStore) -> Iterator[tuple[str, FileInfo, str | None]
         parts = rel.split("/")
         if len(parts) > 2:
             yield rel, info, "/".join(parts[:2])
-    for info in store.list_dir(STAGING_DIR):  # manifests of checks that never finished
-        yield f"{STAGING_DIR}/{info.name}", info, None
+    # manifests of checks that never finished, and what failed writes left in
+    # their journals (_staging/journal/<id>/...: entries, the CLOSED marker)
+    for rel, info in store.walk_files(STAGING_DIR):
+        yield rel, info, None
     file_kinds = {DELETIONS_DIR: (".arrow", ".bin"), TRANSACTIONS_DIR: (".txn",), VERSIONS_DIR: ()}
     for directory, suffixes in file_kinds.items():
         for info in store.list_dir(directory):
@@ -315,5 +319,7 @@ def vacuum(store: ObjectStore, version: int, retention_hours: float | None, dry_
     with ThreadPoolExecutor(IO_THREADS) as pool:
         list(pool.map(lambda v_path: handler.remove_version(*v_path), zip(plan.removed_versions, plan.manifests)))
         list(pool.map(store.delete, plan.files))
+    for d in sorted({posixpath.dirname(p) for p in plan.files if p.startswith(STAGING_DIR + "/")}, reverse=True):
+        store.remove_empty_dirs(d)  # (local file systems: a failed write's journal directory)
     log.info("vacuum %s: removed %d version(s) and %d file(s)", store.root, len(plan.removed_versions), len(plan.files))
     return plan.paths
