@@ -125,10 +125,10 @@ def test_maintenance_dag_compacts_only_the_table_that_needs_it(airflow_home, spa
     assert [f["name"] for f in out["facets"]["schema"]["fields"]] == ["id", "f0", "ts"]
 
 
-def _feature_table(spark, path):
+def _feature_table(spark, path, storage_options=None):
     """20 rows with g, the watermark set; then 20 rows appended without g
     (2 fragments lacking its file) and 4 with g explicitly NULL."""
-    t = LanceTable.create(spark, path, _rows(spark, 0, 20), maxRowsPerFragment=10)
+    t = LanceTable.create(spark, path, _rows(spark, 0, 20), maxRowsPerFragment=10, storage_options=storage_options)
     t.addColumns({"g": "f0 * 2"})
     t.backfill({"g": "f0 * 2"})  # watermark set
     t.append(_rows(spark, 20, 40, 2), allowMissingColumns=True)
@@ -183,12 +183,19 @@ def test_feature_backfill_dag_in_process(airflow_home, spark, tmp_path):
 
 
 def test_feature_backfill_dag_through_spark_submit(airflow_home, spark, tmp_path):
+    """Through spark-submit, with the table's commits going through a SQLite
+    commit store: the operators pass the storage options on (a commit made
+    without them would leave the store without its version)."""
+    import sqlite3
+
     path = str(tmp_path / "events.lance")
-    t = _feature_table(spark, path)
+    store = tmp_path / "commits.db"
+    opts = {"commit_store": f"sqlite:///{store}"}
+    t = _feature_table(spark, path, opts)
     sensed = t.featureStatus("g")
     bin_dir = os.path.dirname(sys.executable)
     env = {
-        "LANCE_OPS_FEATURES_CONFIG": _feature_config(tmp_path, path, fragments_per_commit=None),
+        "LANCE_OPS_FEATURES_CONFIG": _feature_config(tmp_path, path, fragments_per_commit=None, storage_options=opts),
         "LANCE_OPS_SPARK_CONN_ID": "lance_spark",
         "AIRFLOW_CONN_LANCE_SPARK": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
@@ -206,3 +213,6 @@ def test_feature_backfill_dag_through_spark_submit(airflow_home, spark, tmp_path
     assert kinds == ["UpdateConfig", "Update", "DataReplacement"], kinds
     report = {x.task_id: x for x in run.get_task_instances()}["backfill_g"].xcom_pull(task_ids="backfill_g")
     assert report["status"] == "done" and report["metrics"]["numBackfilledRows"] == 24  # parsed from spark-submit
+    with sqlite3.connect(str(store)) as db:
+        versions = [r[0] for r in db.execute("SELECT version FROM lance_ops_commits ORDER BY version")]
+    assert versions == list(range(1, lance.dataset(path).version + 1))  # every commit went through the store
