@@ -1,41 +1,53 @@
 """``lance_maintenance``: daily health check of every table in the config,
-compaction and vacuum only where the policy calls for them.
+compaction and vacuum only where the policy calls for them -- built from
+``lance_ops.airflow`` operators.
 
 Per table (``tables`` in ``LANCE_OPS_MAINTENANCE_CONFIG``, see
-``config/maintenance.yaml``):
+``config/maintenance.yaml``)::
 
-    health_<name>  (metadata only, no Spark; metrics to XCom) -- branches to
-      compact_<name> -> vacuum_<name>   when small fragments / deleted rows pass
-                                        their thresholds
+    health_<name>   LanceHealthOperator: metadata only (no JVM); health and
+                    plan to XCom; branches to
+      compact_<name> -> vacuum_<name>   when small fragments / deleted rows
+                                        pass their thresholds
       vacuum_<name>                     when only too many versions are kept
       healthy_<name>                    otherwise
 
-The policy is :func:`lance_ops.txn.health.maintenance_plan`, the same as the
-``maintain`` job's. Compaction and vacuum run through ``SparkSubmitOperator``
-when a Spark connection is configured, else in the task's process.
+Compaction runs through spark-submit when the table's ``spark_conn_id`` (or
+``LANCE_OPS_SPARK_CONN_ID``) names a Spark connection -- which must exist --
+else in the task's process. Vacuum is metadata only. Both declare the
+table's asset: DAGs scheduled on it run after they changed the table.
 """
 from __future__ import annotations
 
+import json
 import os
-import sys
-from datetime import datetime
+from datetime import datetime, timedelta
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG
 
-from airflow.providers.standard.operators.empty import EmptyOperator  # noqa: E402
-from airflow.sdk import DAG, task  # noqa: E402
-from lance_common import DEFAULT_ARGS, load_config, local_spark, spark_conn_id, submit, task_name  # noqa: E402
+from lance_ops.airflow import LanceCompactionOperator, LanceHealthOperator, LanceVacuumOperator
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load_config(env: str, default: str) -> dict:
+    path = os.environ.get(env) or os.path.join(HERE, "config", default)
+    with open(path) as f:
+        text = f.read()
+    if path.endswith((".yaml", ".yml")):
+        import yaml
+
+        return yaml.safe_load(text) or {}
+    return json.loads(text)
+
+
+def task_name(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
+
 
 CONFIG = load_config("LANCE_OPS_MAINTENANCE_CONFIG", "maintenance.yaml")
-CONN_ID = spark_conn_id()
-
-
-def _policy(entry: dict):
-    from lance_ops.txn.health import Policy
-
-    keys = ("small_fragment_rows", "max_small_share", "max_deleted_ratio", "max_versions", "retention_hours")
-    return Policy(**{k: entry[k] for k in keys if k in entry})
-
+POLICY_KEYS = ("small_fragment_rows", "max_small_share", "max_deleted_ratio", "max_versions", "retention_hours")
 
 with DAG(
     dag_id="lance_maintenance",
@@ -44,57 +56,23 @@ with DAG(
     start_date=datetime(2024, 1, 1),
     catchup=False,
     max_active_runs=1,
-    default_args=DEFAULT_ARGS,
+    default_args={"owner": "data-platform", "retries": 2, "retry_delay": timedelta(minutes=5)},
     tags=["lance", "maintenance"],
 ) as dag:
     for entry in CONFIG.get("tables", []):
         name = task_name(entry.get("name") or os.path.basename(entry["uri"].rstrip("/")))
-        uri = entry["uri"]
-        policy = _policy(entry)
-        target_rows = int(entry.get("target_rows", 1024 * 1024))
-
-        @task.branch(task_id=f"health_{name}")
-        def health(uri=uri, policy=policy, name=name, opts=entry.get("storage_options"), ti=None):
-            from lance_ops import Table
-            from lance_ops.txn.health import health as table_health
-            from lance_ops.txn.health import maintenance_plan
-
-            h = table_health(Table(uri, opts).snapshot, policy)
-            plan = maintenance_plan(h, policy)
-            ti.xcom_push(key="health", value=h)
-            ti.xcom_push(key="plan", value={"compact": plan["compact"], "vacuum": plan["vacuum"],
-                                            "reasons": plan["reasons"]})
-            if plan["compact"]:
-                return f"compact_{name}"
-            if plan["vacuum"]:
-                return f"vacuum_{name}"
-            return f"healthy_{name}"
-
+        table = dict(table=entry["uri"], storage_options=entry.get("storage_options"),
+                     spark_conn_id=entry.get("spark_conn_id") or os.environ.get("LANCE_OPS_SPARK_CONN_ID") or None)
+        retention = float(entry.get("retention_hours", 168))
+        health = LanceHealthOperator(
+            task_id=f"health_{name}", **table, **{k: entry[k] for k in POLICY_KEYS if k in entry},
+            branch={"compact": f"compact_{name}", "vacuum": f"vacuum_{name}", "healthy": f"healthy_{name}"},
+        )
+        compact = LanceCompactionOperator(task_id=f"compact_{name}", target_rows=int(entry.get("target_rows", 1024 * 1024)),
+                                          **table)
+        vacuum = LanceVacuumOperator(task_id=f"vacuum_{name}", retention_hours=retention,
+                                     enforce_retention_duration=retention >= 168,
+                                     trigger_rule="none_failed_min_one_success", **table)
         healthy = EmptyOperator(task_id=f"healthy_{name}")
-        if CONN_ID:
-            compact = submit(f"compact_{name}", ["compact", "--table", uri, "--target-rows", str(target_rows)], CONN_ID)
-            vacuum = submit(
-                f"vacuum_{name}",
-                ["vacuum", "--table", uri, "--retention-hours", str(policy.retention_hours)]
-                + (["--no-retention-check"] if policy.retention_hours < 168 else []),
-                CONN_ID, trigger_rule="none_failed_min_one_success",
-            )
-        else:
-            @task(task_id=f"compact_{name}")
-            def compact(uri=uri, target_rows=target_rows):
-                from lance_ops import LanceTable
-
-                info = LanceTable(local_spark(), uri).optimize().executeCompaction(targetRowsPerFragment=target_rows)
-                return {"version": info.version, "metrics": info.metrics}
-
-            @task(task_id=f"vacuum_{name}", trigger_rule="none_failed_min_one_success")
-            def vacuum(uri=uri, policy=policy):
-                from lance_ops import Table
-
-                removed = Table(uri).vacuum(policy.retention_hours, enforceRetentionDuration=policy.retention_hours >= 168)
-                return {"removedFiles": len(removed)}
-
-            compact, vacuum = compact(), vacuum()
-        branch = health()
-        branch >> [compact, vacuum, healthy]
+        health >> [compact, vacuum, healthy]
         compact >> vacuum

@@ -36,6 +36,7 @@ from .errors import (
     TableExistsError,
     TableNotFoundError,
     UnsupportedFeatureError,
+    WorkerEnvironmentError,
 )
 from .results import CommitInfo
 from .txn.table import Table
@@ -127,4 +128,5 @@ __all__ = [
     "CommitStoreError", "CommitOutcomeUnknownError", "StorageIOError",
     "DuplicateMatchError", "InvalidArgumentError", "SqlParseError", "sql", "load_ipython_extension",
     "ConstraintViolationError", "DataQualityError", "OperationCancelledError", "cancel", "ship_to",
+    "WorkerEnvironmentError",
 ]

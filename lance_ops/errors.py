@@ -168,3 +168,11 @@ class ArrowEvalFallback(LanceOpsError):
     (ANSI mode: overflow, division by zero, cast overflow). The operation
     never surfaces it: it reruns on its Spark path, which raises Spark's own
     error (or, had Arrow been over-cautious, succeeds)."""
+
+
+class WorkerEnvironmentError(LanceOpsError):
+    """Spark's Python workers would run an interpreter that cannot import
+    lance_ops and its dependencies (pylance, pyarrow): found in the driver,
+    before any job, instead of as a bare ``No module named ...`` from an
+    executor. Point ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) at an
+    interpreter that has them."""

@@ -356,7 +356,8 @@ class LanceTable:
         return self._run("addColumns", prepare, commitProperties, expectations)
 
     def backfill(self, source, readColumns=None, outputSchema=None, where=None, fragmentsPerCommit: int | None = None,
-                 expectations=None, commitProperties: dict | None = None, advanceWatermark: bool = True) -> CommitInfo:
+                 expectations=None, commitProperties: dict | None = None, advanceWatermark: bool = True,
+                 fillNulls: bool = False) -> CommitInfo:
         """Compute existing columns where they are missing: ``{"g": "f0 * 2"}``
         (Spark SQL) or ``fn, readColumns=[...], outputSchema="g double"`` (an
         Arrow batch function). Fragments with no data file for the columns get
@@ -367,12 +368,14 @@ class LanceTable:
         advanced at the end (``advanceWatermark=False``: left to the caller,
         e.g. a scheduler that validates first). Returns the CommitInfo of the last commit with
         the metrics of all (``numCommits``, ``watermark``); ``version`` None
-        when there was nothing to do. See :mod:`lance_ops.ops.backfill`."""
+        when there was nothing to do. ``fillNulls=True`` also recomputes rows
+        whose column is NULL in fragments that have it (rows appended with
+        the column explicitly NULL). See :mod:`lance_ops.ops.backfill`."""
         from .ops.backfill import Backfill
 
         self._writable()
         return Backfill(self, source, readColumns, outputSchema, where, fragmentsPerCommit, expectations,
-                        commitProperties, advanceWatermark).run()
+                        commitProperties, advanceWatermark, fillNulls).run()
 
     def featureStatus(self, column: str) -> dict:
         """Metadata-only state of a feature column: watermark, data version,

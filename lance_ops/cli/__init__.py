@@ -1,6 +1,7 @@
 """Command-line front ends. They call only the public API.
 
-``python -m lance_ops.cli`` (or ``lance-ops``): look at and maintain a table
-without Spark (history, detail, tags, properties, restore, vacuum) -- for
-shells, cron and Airflow sensors on machines without Java.
+The one command is ``lance-ops COMMAND --table URI`` (``python -m
+lance_ops.cli`` or ``python -m lance_ops.jobs``): see :mod:`lance_ops.jobs`.
+The Spark-free commands (history, detail, tags, properties, restore, vacuum,
+health) start no JVM -- for shells, cron and Airflow workers without Java.
 """

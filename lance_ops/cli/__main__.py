@@ -1,5 +1,4 @@
-import sys
+"""``python -m lance_ops.cli``: the same command as ``lance-ops``."""
+from ..jobs.run import cli
 
-from .table import main
-
-sys.exit(main())
+cli("python -m lance_ops.cli")

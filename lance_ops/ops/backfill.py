@@ -21,6 +21,16 @@ outputSchema="g double")`` computes existing columns only where needed:
 
 Row ids, row addresses and ``_row_created_at_version`` never change.
 
+**NULL values (``fillNulls=True``).** Without it, a fragment that has a
+file for the column is done, whatever its values: rows appended with the
+column explicitly NULL stay NULL. ``fillNulls=True`` adds the rows whose
+column is NULL -- and, for SQL values, whose computed value is not NULL, so
+that rows the expression cannot fill are left alone and a re-run writes
+nothing -- to what is filled (``where`` narrows them further). It is an
+``Update`` in REWRITE_COLUMNS mode for the fragments that have the column, so
+only the filled rows get a new last-updated version; finding them is a scan
+of the computed and referenced columns.
+
 **Batches.** ``fragmentsPerCommit=N`` commits every N fragments (one kind of
 transaction per commit), so readers see progress and a killed job resumes:
 each batch re-checks, on the version it commits on, which of its fragments
@@ -38,7 +48,14 @@ fragments processed whole).
 **Watermark.** When the batches are done, the table config gets
 ``lance_ops.feature.<column>.version`` = the data version the backfill started
 from (:mod:`lance_ops.txn.watermarks`), in one ``UpdateConfig`` commit -- only
-if it moved. Schedulers compare it with the table's data version.
+if it moved. It means: a backfill (of the rows ``where`` selected) has run
+over every row created up to that version, so every fragment created up to it
+has a file for the column (and, with ``fillNulls``, no row of those it
+covered is NULL unless its value computes to NULL). It does not mean the
+values passed a check: the jobs' ``validate --feature COL
+--advance-watermark`` (the Airflow DAG's ``validate_<feature>`` task) checks
+the rows first and moves it only when they pass. Schedulers compare it with
+the table's data version.
 
 **Execution.** An Arrow function without ``where`` and without constraints on
 the computed columns runs in plain executor tasks that read the fragments'
@@ -169,6 +186,23 @@ def _kinds(snap: Snapshot, fields, where) -> dict[int, str]:
     return out
 
 
+def _with_null_rows(plan: _Plan, where):
+    """``where`` narrowed to the rows ``fillNulls`` recomputes: a computed
+    column is NULL -- and, for SQL values, the value computed for it is not
+    (a row whose expression yields NULL stays as it is, so a re-run finds
+    nothing to do instead of rewriting it again)."""
+    if plan.exprs is not None and all(isinstance(v, str) for v in plan.exprs.values()):
+        nulls = " OR ".join(f"(`{n}` IS NULL AND CAST(({v}) AS {plan.types[n].simpleString()}) IS NOT NULL)"
+                            for n, v in plan.exprs.items())
+    else:  # a function (or Column values): every NULL row is recomputed
+        nulls = " OR ".join(f"`{n}` IS NULL" for n in plan.names)
+    if where is None:
+        return nulls
+    if isinstance(where, str):
+        return f"({where}) AND ({nulls})"
+    return as_column(where) & F.expr(nulls)
+
+
 def _chunks(ids: list[int], size: int | None) -> list[list[int]]:
     if not ids:
         return []
@@ -179,13 +213,16 @@ def _chunks(ids: list[int], size: int | None) -> list[list[int]]:
 class Backfill:
     def __init__(self, table, source, read_columns=None, output_schema=None, where=None,
                  fragments_per_commit: int | None = None, expectations=None, commit_properties=None,
-                 advance_watermark: bool = True):
+                 advance_watermark: bool = True, fill_nulls: bool = False):
         if fragments_per_commit is not None and int(fragments_per_commit) <= 0:
             raise InvalidArgumentError("fragmentsPerCommit must be a positive number of fragments")
         self.table = table
         self.spark = table._spark
         snap = table.snapshot
         self.plan = _Plan(self.spark, snap, source, read_columns, output_schema)
+        self.fill_nulls = bool(fill_nulls)
+        if self.fill_nulls:
+            where = _with_null_rows(self.plan, where)
         if where is not None:
             analysis_frame(self.spark, snap).where(as_column(where))  # Spark's error for bad SQL
         self.where = where
@@ -195,6 +232,8 @@ class Backfill:
         self.commit_properties = commit_properties
         self.params = {"columns": ", ".join(self.plan.names), "source": self.plan.describe(),
                        "predicate": describe(where) if where is not None else None}
+        if self.fill_nulls:
+            self.params["fillNulls"] = "true"
 
     # ------------------------------------------------------------- driver
     def run(self) -> CommitInfo:

@@ -863,6 +863,9 @@ def register(spark) -> None:
     key = (id(spark), pushdown)
     if getattr(spark, "_lance_ops_registered", None) == key:
         return
+    from .workers import check_worker_python
+
+    check_worker_python(spark)  # before any job: a worker Python without lance_ops fails here, named
     spark.dataSource.register(cls)
     try:
         spark._lance_ops_registered = key

@@ -22,6 +22,15 @@ import pyarrow as pa
 from pyspark.sql import types as T
 
 from ..errors import InvalidArgumentError, SchemaMismatchError, TableExistsError
+from ..format.naming import (
+    DATA_DIR,
+    DELETIONS_DIR,
+    INDICES_DIR,
+    STAGING_DIR,
+    TRANSACTIONS_DIR,
+    TREE_DIR,
+    VERSIONS_DIR,
+)
 from ..format.proto import table_pb2
 from ..format.schema import Schema
 from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT, write_fragments
@@ -83,6 +92,7 @@ def plan_write(
     if snapshot is None and mode == "append":
         mode = "create"  # appending to a missing table creates it (as Delta does)
     if snapshot is None:
+        refuse_foreign_directory(store)
         schema = lance_schema_for_spark(incoming)
         return WritePlan(
             store, mode, schema, 0, False, data_format or "2.2", max_rows_per_fragment, stable_row_ids,
@@ -107,6 +117,34 @@ def plan_write(
         store, mode, schema, snapshot.version, True, snapshot.data_format_version,
         max_rows_per_fragment, snapshot.stable_row_ids, incoming.fieldNames(), missing=missing,
     )
+
+
+#: What a Lance table's directory may hold before its first version: its own
+#: layout (pylance's and ours), e.g. the leftovers of a failed create.
+LANCE_LAYOUT = {VERSIONS_DIR, DATA_DIR, TRANSACTIONS_DIR, DELETIONS_DIR, INDICES_DIR, STAGING_DIR, TREE_DIR, "_refs",
+                "_latest.manifest"}
+
+
+def refuse_foreign_directory(store: ObjectStore) -> None:
+    """A table is created only where nothing else lives: a non-empty
+    directory that is not a Lance table (a Parquet or Delta table, someone's
+    files) is refused -- as Delta refuses to create a table in a non-empty,
+    non-Delta location -- before anything is written."""
+    base = store.path("").rstrip("/")
+    try:
+        if store.fs.isfile(base):
+            foreign = [base.rsplit("/", 1)[-1] + " (a file)"]
+        else:
+            names = {str(e).rstrip("/").rsplit("/", 1)[-1] for e in store.fs.ls(base, detail=False)}
+            foreign = sorted(n for n in names if n and n not in LANCE_LAYOUT)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise TableExistsError(
+            f"cannot create a Lance table at {store.root}: the directory is not empty and is not a Lance table "
+            f"(it holds {shown}). Write to an empty location, or remove what is there first."
+        )
 
 
 def _same_columns(table: T.StructType, incoming: T.StructType) -> bool:

@@ -12,6 +12,8 @@ columns it needs (:mod:`.query`). ``%load_ext lance_ops`` adds the
 """
 from __future__ import annotations
 
+import logging
+
 
 def sql(spark, text: str, tables: dict | None = None, commitProperties: dict | None = None, allResults: bool = False):
     """Run one SQL statement or a ``;``-separated script; return the last
@@ -25,13 +27,24 @@ def sql(spark, text: str, tables: dict | None = None, commitProperties: dict | N
     each statement is analyzed completely before it runs.
     """
     from ..spark.datasource import register
+    from .diagnostics import statement_running
     from .execute import Executor
     from .grammar import parse_script
 
     statements = parse_script(text)
     register(spark)
     executor = Executor(spark, tables, commitProperties)
-    out = [executor.run(stmt) for stmt in statements]
+    out = []
+    for n, stmt in enumerate(statements, 1):
+        try:
+            with statement_running():
+                out.append(executor.run(stmt))
+        except Exception as e:
+            # one record per failed statement (the exception carries the rest)
+            where = f"statement {n} of {len(statements)}, " if len(statements) > 1 else ""
+            logging.getLogger("lance_ops.sql").error("%sline %d: %s: %s", where, stmt.line, type(e).__name__,
+                                                     str(e).split("\n")[0][:500])
+            raise
     if allResults:
         return out
     return out[-1] if out else None

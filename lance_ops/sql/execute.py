@@ -27,6 +27,7 @@ from ..errors import (
 )
 from . import names, query
 from . import results as R
+from .diagnostics import check_tables_exist, cleaned
 from .grammar import ParsedStatement, Statement, sql_of
 from .refs import (
     LanceRef,
@@ -66,6 +67,15 @@ class Executor:
 
     # ------------------------------------------------------------ dispatch
     def run(self, stmt: ParsedStatement):
+        """Run one statement; Spark's analysis errors come out with messages
+        that name what the statement wrote (:mod:`.diagnostics`)."""
+        try:
+            return self._run(stmt)
+        except Exception as e:
+            cleaned(e, stmt.text)  # (the same exception, its message cleaned)
+            raise
+
+    def _run(self, stmt: ParsedStatement):
         node = stmt.node
         if isinstance(node, Statement):
             if node.kind == "spark":
@@ -74,8 +84,12 @@ class Executor:
                     return shown
             ref = self.resolver.lance(node.table) if node.table is not None else None
             if ref is None:
+                if node.table is not None:
+                    check_tables_exist(self.spark, self.resolver, None, node.table)
                 return self._spark_sql(stmt)  # e.g. DESCRIBE HISTORY of a Delta table
             return getattr(self, f"_{node.kind}")(ref, node.args)
+        if isinstance(node, (exp.Query, exp.DML, exp.Create, exp.Alter, exp.Describe)):
+            check_tables_exist(self.spark, self.resolver, node)
         handler = {
             exp.Delete: self._delete, exp.Update: self._update, exp.Merge: self._merge,
             exp.Insert: self._insert, exp.Create: self._create, exp.Drop: self._drop,

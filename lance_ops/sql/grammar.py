@@ -485,6 +485,27 @@ _STATEMENT_TYPES = (
 )
 
 
+def _check_assignments(text: str, chunk: list[Token], node) -> None:
+    """``UPDATE t SET WHERE ...`` parses (sqlglot leaves the assignments
+    empty) but is malformed: a SqlParseError at the token after ``SET`` (or
+    the statement's end), not an API error about an empty dict later."""
+    if not isinstance(node, exp.Expr):
+        return
+    for update in node.find_all(exp.Update):
+        if update.expressions:
+            continue
+        after = None
+        for i, tok in enumerate(chunk):
+            if tok.token_type == TokenType.SET:
+                after = chunk[i + 1] if i + 1 < len(chunk) else None
+                break
+        if after is None:
+            line, col = _position(text, chunk[-1].end + 1)
+            raise SqlParseError(line, col, "", "UPDATE needs SET column = value[, ...]: the statement ended")
+        line, col = _position(text, after.start)
+        raise SqlParseError(line, col, after.text, "UPDATE ... SET needs column = value[, ...]")
+
+
 def parse_script(text: str) -> list[ParsedStatement]:
     """Every statement of ``text``, parsed (raises SqlParseError)."""
     if not isinstance(text, str):
@@ -514,6 +535,7 @@ def parse_script(text: str) -> list[ParsedStatement]:
         node = nodes[0] if nodes else None
         stmt_text = text[chunk[0].start : chunk[-1].end + 1]
         line, col = _position(text, chunk[0].start)
+        _check_assignments(text, chunk, node)
         if isinstance(node, LanceCommand):
             node = node.statement
         elif not isinstance(node, _STATEMENT_TYPES):

@@ -335,25 +335,51 @@ def substitute(tree: exp.Expr, sources: list[Source]) -> str:
     return text
 
 
-def bind(spark, resolver: Resolver, tree: exp.Expr) -> tuple[str, dict] | None:
+def bind(spark, resolver: Resolver, tree: exp.Expr, everything: bool = False) -> tuple[str, dict] | None:
     """(SQL text with placeholders, frames) for a statement that reads Lance
-    tables; None if it reads none."""
+    tables; None if it reads none. ``everything``: read every column of
+    every Lance source (no pruning)."""
     sources = collect_sources(tree, resolver)
     if not any(s.is_lance for s in sources):
         return None
     open_sources(sources, resolver)
     analyze(tree, sources, spark)
+    if everything:
+        for s in sources:
+            s.everything = s.is_lance
     dfs = frames(sources, filters=scan_filters(tree, sources))
     return substitute(tree, sources), dfs
 
 
 def run(spark, resolver: Resolver, tree: exp.Expr, text: str):
-    """Run a statement through ``spark.sql``, Lance tables read pruned."""
-    bound = bind(spark, resolver, tree)
-    if bound is None:
-        return spark.sql(text)
-    sql_text, dfs = bound
-    return spark.sql(sql_text, **dfs)
+    """Run a statement through ``spark.sql``, Lance tables read pruned. When
+    Spark's analysis fails, it is asked again with every column of the Lance
+    tables in view, so that its error ("did you mean ...") speaks of the
+    tables' columns, not of the pruned reads."""
+    from .diagnostics import is_analysis_error
+
+    try:
+        bound = bind(spark, resolver, tree.copy())
+        if bound is None:
+            return spark.sql(text)
+        return _analyzed(spark.sql(bound[0], **bound[1]))
+    except Exception as e:
+        if not is_analysis_error(e):
+            raise
+        first = e
+    try:
+        sql_text, dfs = bind(spark, resolver, tree.copy(), everything=True)
+        return _analyzed(spark.sql(sql_text, **dfs))
+    except Exception as e:
+        if is_analysis_error(e):
+            raise e from None
+        raise first from None
+
+
+def _analyzed(df):
+    """``df``, analyzed now (also under Spark Connect, whose analysis is lazy)."""
+    _ = df.schema
+    return df
 
 
 __all__ = ["bind", "run", "collect_sources", "Source"]

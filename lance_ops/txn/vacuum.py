@@ -50,13 +50,14 @@ directory ``_indices/{uuid}`` is):
   here the same retention governs versions and unreferenced files, as in
   Delta;
 * outside the managed folders only temporary leftovers of interrupted
-  writes older than the retention: pylance's ``_versions/.tmp*``,
-  ``*.tmp-{hex}`` files of our own write-then-rename in ``_versions/``,
-  staged manifests ``_versions/{name}.manifest-{uuid}`` of external-store
+  writes older than the retention: everything under ``_staging/`` (staged
+  manifests of checks that never finished, the journals of failed Spark
+  writes), pylance's ``_versions/.tmp*``, ``*.tmp-{hex}`` files of our own
+  write-then-rename in ``_versions/``, staged manifests
+  ``_versions/{name}.manifest-{uuid}`` of external-store
   commits that lost their race or whose writer died before claiming (a
   committed staged manifest is finished -- copied to its final name -- by
-  the listing that precedes this, so it is never a leftover), and
-  ``_staging/`` manifests of checks that never finished.
+  the listing that precedes this, so it is never a leftover).
 
 Files are listed as a stream (page by page on S3) and judged one at a time.
 
@@ -80,6 +81,7 @@ conf :data:`RETENTION_CHECK_CONF` is ``false`` or the caller passes
 from __future__ import annotations
 
 import logging
+import posixpath
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -228,8 +230,10 @@ def _candidates(store: ObjectStore) -> Iterator[tuple[str, FileInfo, str | None]
                 yield rel, info, "/".join(parts[:2])
             else:
                 yield rel, info, rel
-    for info in store.list_dir(STAGING_DIR):  # manifests of checks that never finished
-        yield f"{STAGING_DIR}/{info.name}", info, None
+    # manifests of checks that never finished, and what failed writes left in
+    # their journals (_staging/journal/<id>/...: entries, the CLOSED marker)
+    for rel, info in store.walk_files(STAGING_DIR):
+        yield rel, info, None
     for info in store.list_dir(VERSIONS_DIR):
         if _is_leftover(info.name):
             yield f"{VERSIONS_DIR}/{info.name}", info, None
@@ -373,5 +377,7 @@ def vacuum(store: ObjectStore, version: int, retention_hours: float | None, dry_
     with ThreadPoolExecutor(IO_THREADS) as pool:
         list(pool.map(lambda v_path: handler.remove_version(*v_path), zip(plan.removed_versions, plan.manifests)))
         list(pool.map(store.delete, plan.files))
+    for d in sorted({posixpath.dirname(p) for p in plan.files if p.startswith(STAGING_DIR + "/")}, reverse=True):
+        store.remove_empty_dirs(d)  # (local file systems: a failed write's journal directory)
     log.info("vacuum %s: removed %d version(s) and %d file(s)", store.root, len(plan.removed_versions), len(plan.files))
     return plan.paths

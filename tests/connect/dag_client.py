@@ -26,11 +26,11 @@ def main(out: str) -> None:
     run = dag.test()
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
     import pyspark
-    from lance_common import local_spark
 
     from lance_ops.spark import jvm
+    from lance_ops.spark.session import remote_session
 
-    spark = local_spark()
+    spark = remote_session()  # (getOrCreate: the session the tasks used, SPARK_REMOTE's)
     result = {"state": str(run.state), "states": states, "connect": jvm.is_connect(spark),
               # no classic SparkContext (no JVM) was ever started in this process
               "jvmStarted": getattr(pyspark, "SparkContext", None) is not None

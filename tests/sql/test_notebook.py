@@ -1,8 +1,10 @@
-"""sql/maintenance.ipynb executed headlessly (nbclient + ipykernel) against a
-real table, sql/examples.sql run end to end on a demo table, and the
+"""sql/maintenance.ipynb executed by papermill's command line against a real
+table, sql/examples.sql run end to end on a demo table, and the
 %%lance_sql magic."""
 import os
 import shutil
+import subprocess
+import sys
 
 import lance
 
@@ -66,54 +68,65 @@ def test_magic_runs_a_script_and_shows_the_last_result(spark, tmp_path):
     assert magic("", "ALTER TABLE lance.`{t}` SET TBLPROPERTIES ('k' = 'v')") is None  # nothing to show
 
 
-def test_maintenance_notebook_runs_headless(spark, tmp_path):
+def test_maintenance_notebook_runs_under_papermill(spark, tmp_path):
+    """sql/maintenance.ipynb as a scheduler runs it: the papermill command
+    line with parameters; OPTIMIZE only when asked (here: not), a real vacuum
+    and a restore; the health plot over versions rendered and saved as PNG."""
+    import base64
+    import struct
+
     import nbformat  # (the test extra)
-    from nbclient import NotebookClient
 
     p = str(tmp_path / "health.lance")
     demo_table(spark, p, rows=400)  # 4 fragments of 100
     t = LanceTable(spark, p)
     t.delete("id % 4 = 0 AND id < 200")  # fragments 0 and 1 lose a quarter of their rows
     t.createTag("loaded", 1)
-    with open(os.path.join(ROOT, "sql", "maintenance.ipynb")) as f:
-        nb = nbformat.read(f, as_version=4)
-    params = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
-    assert len(params) == 1
-    injected = nbformat.v4.new_code_cell(
-        f"table_uri = {p!r}\ntarget_rows_per_fragment = 1000\nrun_vacuum = True\nrestore_version = 2\n"
-        "stop_spark_at_end = True"
-    )
-    injected.metadata["tags"] = ["injected-parameters"]
-    nb.cells.insert(params[0] + 1, injected)
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    out = tmp_path / "executed.ipynb"
+    papermill = os.path.join(os.path.dirname(sys.executable), "papermill")
+    r = subprocess.run([papermill, os.path.join(ROOT, "sql", "maintenance.ipynb"), str(out),
+                        "-p", "table_uri", p, "-p", "target_rows_per_fragment", "1000", "-p", "run_vacuum", "True",
+                        "-p", "retain_hours", "0", "-p", "enforce_retention", "False", "-p", "restore_version", "2",
+                        "-p", "stop_spark_at_end", "True", "--cwd", str(tmp_path), "--kernel", "python3"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    nb = nbformat.read(str(out), as_version=4)
+    assert any("injected-parameters" in c.metadata.get("tags", []) for c in nb.cells)
 
     def outputs(fragment):
-        cell = next(c for c in nb.cells if c.cell_type == "code" and fragment in c.source)
+        cell = next(c for c in nb.cells if c.cell_type == "code" and fragment in c.source
+                    and "injected-parameters" not in c.metadata.get("tags", []))
         return cell.outputs
 
     def text(fragment):
         return "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") + o.get("data", {}).get("text/html", "")
                          for o in outputs(fragment))
 
-    nbformat.write(nb, str(tmp_path / "executed.ipynb"))  # (kept for a failing run's post-mortem)
     detail = text("DESCRIBE DETAIL maintained")
     assert "lance" in detail and "maintained" in detail
     health = text("health = pd.DataFrame")
     assert "fragments" in health and "50 (12.5% of 400)" in health and "loaded -> v1" in health
-    frags = text("DESCRIBE FRAGMENTS maintained")
-    assert "0.25" in frags
-    plots = [o for o in outputs("import matplotlib") if "image/png" in o.get("data", {})]
+    assert "0.25" in text("DESCRIBE FRAGMENTS maintained")
+    # the plot: health over versions (1: created, 2: the delete), saved as PNG files
+    plots = [o["data"]["image/png"] for o in outputs("import matplotlib") if "image/png" in o.get("data", {})]
     assert len(plots) == 1
-    optimized = text("OPTIMIZE maintained")
-    assert "numFilesAdded" in optimized and "numFragmentsRemoved" in optimized
+    for i, data in enumerate(plots):
+        png = base64.b64decode(data)
+        (tmp_path / f"health_{i}.png").write_bytes(png)
+        width, height = struct.unpack(">II", png[16:24])
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and width > 600 and height > 150 and len(png) > 10_000
+    trend = text("import matplotlib")
+    assert "deleted ratio" in trend and "0.125" in trend  # version 2's ratio, in the table under the plot
+    optimize = text("if run_optimize")
+    assert "OPTIMIZE not run" in optimize and "compaction recommended" in optimize
     assert "vacuumed:" in text("if run_vacuum")
     history = text("DESCRIBE HISTORY maintained")
-    assert "Rewrite" in history and "Delete" in history
+    assert "Delete" in history and "Rewrite" not in history  # no compaction: run_optimize was False
     assert "Restore" not in history  # restored after the history cell
     assert "table_size_after_restore" in text("if restore_version is not None")
-    assert "350" in text("AS live_rows")  # version 2: after the delete, before nothing else
+    assert "350" in text("AS live_rows")  # version 2: after the delete
     ds = lance.dataset(p)
     assert ds.count_rows() == 350
-    assert [v["version"] for v in ds.versions()][-1] == ds.version
+    assert [v["version"] for v in ds.versions()] == [1, 2, 3] == [1, 2, ds.version]  # the tagged v1 kept
     assert LanceTable(spark, p).history(1).head().operation == "Restore"
     shutil.rmtree(p)

@@ -192,7 +192,7 @@ def test_registered_name_is_readable_by_spark_sql(spark, tmp_path):
     run(spark, "DROP TABLE named_again")
     assert not spark.catalog.tableExists("named_again")
     assert lance.dataset(p).count_rows() == 3
-    with pytest.raises(AnalysisException):
+    with pytest.raises(lance_ops.TableNotFoundError, match="table named_again not found"):
         run(spark, "SELECT * FROM named_again")
 
 
@@ -362,9 +362,9 @@ def test_errors_leave_no_version(spark, trio):
         run(spark, f"UPDATE lance.`{s}` SET score = no_such(1)")
     with pytest.raises(AnalysisException):
         run(spark, f"SELECT no_such_column FROM lance.`{s}`")
-    with pytest.raises(AnalysisException):
+    with pytest.raises(lance_ops.TableNotFoundError, match="table no_such_table_anywhere not found"):
         run(spark, "SELECT * FROM no_such_table_anywhere")
-    with pytest.raises(AnalysisException):
+    with pytest.raises(lance_ops.TableNotFoundError, match="table no_such_source not found"):
         run(spark, f"MERGE INTO lance.`{s}` t USING no_such_source s ON t.id = s.id WHEN MATCHED THEN DELETE")
     with pytest.raises(SchemaMismatchError):
         run(spark, f"ALTER TABLE lance.`{s}` ADD COLUMNS (score DOUBLE)")
@@ -381,6 +381,53 @@ def test_errors_leave_no_version(spark, trio):
                    f"DELETE FROM lance.`{s}` WHERE id = 2")
     assert lance.dataset(s).version == v + 1
     assert lance.dataset(s).count_rows(filter="id = 2") == 1
+
+
+def test_errors_name_what_the_user_wrote(spark, trio, caplog):
+    """A misspelled table, in any statement: TableNotFoundError naming it;
+    a misspelled column: Spark's error class with the table's columns as
+    suggestions -- no internal view, placeholder or metadata column names, no
+    plan dump; one log record per failed statement; a malformed UPDATE: a
+    SqlParseError at its place."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    s = trio[0]
+    run(spark, f"CREATE OR REPLACE TABLE events_named USING lance LOCATION '{s}'")
+    v = lance.dataset(s).version
+    for stmt in ("DESCRIBE HISTORY evnts_named", "DESCRIBE DETAIL evnts_named", "OPTIMIZE evnts_named",
+                 "VACUUM evnts_named RETAIN 168 HOURS", "RESTORE TABLE evnts_named TO VERSION AS OF 1",
+                 "DELETE FROM evnts_named WHERE id = 1", "UPDATE evnts_named SET score = 1",
+                 "SELECT * FROM events_named e JOIN evnts_named f ON e.id = f.id"):
+        with pytest.raises(lance_ops.TableNotFoundError, match=r"table evnts_named not found.*Did you mean events_named\?"):
+            run(spark, stmt)
+    query_context = []
+    handler = logging.Handler()
+    handler.emit = query_context.append
+    pyspark_logger = PySparkLogger.getLogger("SQLQueryContextLogger")
+    pyspark_logger.addHandler(handler)
+    caplog.clear()
+    try:
+        for stmt in ("SELECT nme FROM events_named", "DELETE FROM events_named WHERE nme = 1",
+                     f"SELECT id FROM lance.`{s}` WHERE nme = 'a'", "UPDATE events_named SET score = nme"):
+            with pytest.raises(AnalysisException) as e:
+                run(spark, stmt)
+            msg = str(e.value)
+            assert e.value.getCondition() == "UNRESOLVED_COLUMN.WITH_SUGGESTION", msg
+            assert "`name`" in msg and "`score`" in msg, msg
+            for internal in ("_pyspark_", "__lance_ops_", "_rowid", "_rowaddr", "_row_created", "RelationV2"):
+                assert internal not in msg, (stmt, msg)
+    finally:
+        pyspark_logger.removeHandler(handler)
+    ours = [r for r in caplog.records if r.name == "lance_ops.sql" and r.levelno >= logging.WARNING]
+    assert len(ours) == 4 and query_context == []  # one record per failed statement, and only ours
+    assert "nme" in ours[0].getMessage()
+    with pytest.raises(lance_ops.SqlParseError) as e:
+        run(spark, "SELECT 1;\nUPDATE events_named SET WHERE id = 1")
+    assert (e.value.line, e.value.column, e.value.token) == (2, 25, "WHERE")
+    assert "SET" in e.value.reason and "dict" not in str(e.value)
+    assert lance.dataset(s).version == v
 
 
 def test_script_results_and_table_sql(spark, trio):
