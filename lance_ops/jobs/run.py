@@ -9,6 +9,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from ..errors import CommitOutcomeUnknownError
 from .args import COMMANDS, METADATA_COMMANDS, UsageError, check, load_tables, pairs, parser, storage_options
 from .metadata import DONE, FAILED, NOOP
 from .output import emit
@@ -127,6 +128,9 @@ def execute(args) -> dict:
         except Exception as e:  # one table's failure does not stop the others
             log.error("%s %s failed: %s: %s", args.command, entry["uri"], type(e).__name__, e)
             status, report = FAILED, {"error": f"{type(e).__name__}: {e}"}
+            if isinstance(e, CommitOutcomeUnknownError):  # what a retry must settle first
+                report["commitOutcome"] = {"unknown": True, "version": e.version,
+                                           "transactionUuid": e.transaction_uuid}
         report.update(table=entry["uri"], status=status, durationSeconds=round(time.monotonic() - t0, 3))
         results.append(report)
         log.info("%s %s: %s in %.1f s", args.command, entry["uri"], status, time.monotonic() - t0)
