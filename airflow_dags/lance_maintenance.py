@@ -84,7 +84,9 @@ with DAG(
             def compact(uri=uri, target_rows=target_rows):
                 from lance_ops import LanceTable
 
-                info = LanceTable(local_spark(), uri).optimize().executeCompaction(targetRowsPerFragment=target_rows)
+                t = LanceTable(local_spark(), uri)
+                t.optimize().executeCompaction(targetRowsPerFragment=target_rows)
+                info = t.lastCommit()
                 return {"version": info.version, "metrics": info.metrics}
 
             @task(task_id=f"vacuum_{name}", trigger_rule="none_failed_min_one_success")

@@ -232,15 +232,16 @@ def run_one(args, spark, entry: dict, storage: dict) -> tuple[int, dict]:
             report["health"] = h
             status = OK if h["numSmallFragments"] >= 2 or h["numDeletedRows"] else NOTHING
         else:
-            info = t.optimize().executeCompaction(
+            t.optimize().executeCompaction(
                 targetRowsPerFragment=args.target_rows, materializeDeletionsThreshold=args.deletion_threshold,
                 commitProperties=props,
             )
+            info = t.lastCommit()
             report.update(_info(info))
             status = OK if info.version is not None else NOTHING
     elif cmd == "vacuum":
-        removed = t.vacuum(args.retention_hours, dryRun=args.dry_run,
-                           enforceRetentionDuration=not args.no_retention_check)
+        removed = t.vacuumFiles(args.retention_hours, dryRun=args.dry_run,
+                                enforceRetentionDuration=not args.no_retention_check)
         report.update(removedFiles=len(removed), files=removed[:100])
         status = OK if removed else NOTHING
     elif cmd in ("add-columns", "backfill"):
@@ -280,9 +281,10 @@ def run_one(args, spark, entry: dict, storage: dict) -> tuple[int, dict]:
             status = OK if (plan["compact"] or plan["vacuum"]) else NOTHING
         else:
             if plan["compact"]:
-                info = t.optimize().executeCompaction(targetRowsPerFragment=args.target_rows, commitProperties=props)
+                t.optimize().executeCompaction(targetRowsPerFragment=args.target_rows, commitProperties=props)
+                info = t.lastCommit()
                 report["compaction"] = _info(info)
-            removed = t.vacuum(policy.retention_hours, enforceRetentionDuration=not args.no_retention_check)
+            removed = t.vacuumFiles(policy.retention_hours, enforceRetentionDuration=not args.no_retention_check)
             report["vacuum"] = {"removedFiles": len(removed)}
             nothing = (not plan["compact"] or report["compaction"]["version"] is None) and not removed
             status = NOTHING if nothing else OK

@@ -33,7 +33,7 @@ def test_examples_sql_runs_end_to_end(spark, tmp_path, monkeypatch):
     ds = lance.dataset(copy)
     # the last statements: RESTORE TABLE events TO VERSION AS OF 1, then a count
     assert results[-1].head().rows_after_restore == 2000 == ds.count_rows()
-    history = [h["operation"] for h in LanceTable(spark, copy).table.history()]
+    history = [h["lanceOperation"] for h in LanceTable(spark, copy).table.history()]
     assert history[0] == "Restore" and history[-1] == "Overwrite"
     assert {"Delete", "Update", "Merge", "Project", "Rewrite", "UpdateConfig", "Append"} <= set(history)
     assert lance.dataset(str(demo / "events.lance")).version == 1  # the demo table itself is only read
