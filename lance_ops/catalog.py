@@ -6,9 +6,11 @@ namespace configured, a name resolves to the location the namespace gives it
 and a table created by name is registered there. Until one is configured:
 
 * a new table needs ``location(...)``; with ``tableName(...)`` as well, the
-  name is registered for this Spark session (as SQL's ``CREATE TABLE name
-  ... LOCATION``), so ``lance_ops.sql`` statements can use it;
+  caller registers the name for this Spark session (as SQL's ``CREATE TABLE
+  name ... LOCATION``), so ``lance_ops.sql`` statements can use it;
 * ``tableName(...)`` without ``location(...)`` is an error that says so.
+
+This module imports nothing of lance_ops: the layers above call it.
 """
 from __future__ import annotations
 
@@ -30,9 +32,8 @@ def location_for_new(spark, name: str) -> str | None:
     return location_of(spark, name)
 
 
-def register(spark, name: str, location: str, storage_options: dict | None = None) -> None:
-    """Record that ``name`` is the table at ``location``: in the namespace
-    when one is configured; otherwise as a name of this Spark session."""
-    from .sql.refs import register_name
-
-    register_name(spark, name, location, storage_options)
+def register(spark, name: str, location: str, storage_options: dict | None = None) -> bool:
+    """Record in the configured namespace that ``name`` is the table at
+    ``location``; False when no namespace is configured (the caller then
+    makes it a name of the Spark session)."""
+    return False

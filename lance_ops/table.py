@@ -140,10 +140,17 @@ class LanceTable:
 
         spark = spark if spark is not None else SparkSession.getActiveSession()
         if spark is None:
-            from .errors import InvalidArgumentError as _E
+            raise InvalidArgumentError("no Spark session: pass one, LanceTable.create(spark)")
 
-            raise _E("no Spark session: pass one, LanceTable.create(spark)")
-        return LanceTableBuilder(spark, mode)
+        def register_session_name(spark, name, location, storage_options):
+            from .sql.refs import register_name
+
+            register_name(spark, name, location, storage_options)
+
+        return LanceTableBuilder(
+            spark, mode, lambda location, options: cls(spark, location, storage_options=options),
+            register_session_name, int(spark.conf.get(CONFLICT_RETRIES_CONF, str(DEFAULT_CONFLICT_RETRIES))),
+        )
 
     @classmethod
     def createIfNotExists(cls, spark=None):

@@ -40,13 +40,20 @@ def _type_error(msg: str, *objs) -> ArgumentTypeError:
 
 class LanceTableBuilder:
     """Built by ``LanceTable.create(spark)`` & co.; ``execute()`` returns the
-    ``LanceTable``."""
+    ``LanceTable``: ``open_table(location, storage_options)`` opens it,
+    ``register_session_name(spark, name, location, storage_options)`` names
+    it for the session when no namespace is configured (both given by the
+    facade, which this layer does not import), ``retries`` is the write's
+    re-run budget."""
 
-    def __init__(self, spark, mode: str):
+    def __init__(self, spark, mode: str, open_table, register_session_name, retries: int):
         if mode not in MODES:
             raise InvalidArgumentError(f"unknown builder mode {mode!r}")
         self._spark = spark
         self._mode = mode
+        self._open_table = open_table
+        self._register_session_name = register_session_name
+        self._retries = retries
         self._name: str | None = None
         self._location: str | None = None
         self._comment: str | None = None
@@ -164,9 +171,8 @@ class LanceTableBuilder:
         from ..spark.session import storage_options as session_storage_options
         from ..spark.write import must_not_exist, new_table, plan_write, staged_write
         from ..storage.objectstore import ObjectStore
-        from ..table import CONFLICT_RETRIES_CONF, LanceTable
         from ..txn.log import latest_or_none
-        from ..txn.pipeline import DEFAULT_CONFLICT_RETRIES, WriteOptions, execute
+        from ..txn.pipeline import WriteOptions, execute
 
         if not self._fields:
             raise InvalidArgumentError("the table builder needs at least one column (addColumn / addColumns)")
@@ -183,7 +189,7 @@ class LanceTableBuilder:
         if current is None and self._mode == "replace":
             raise TableNotFoundError(f"no Lance table at {store.root} to replace")
         if current is not None and self._mode == "createIfNotExists":
-            t = LanceTable(self._spark, location, storage_options=self._storage_options)
+            t = self._open_table(location, self._storage_options)
             t._name = self._name
             return t
         schema = T.StructType(self._fields)
@@ -204,13 +210,14 @@ class LanceTableBuilder:
 
         run = WriteOptions(
             checks=[must_not_exist] if current is None else [],
-            retries=int(self._spark.conf.get(CONFLICT_RETRIES_CONF, str(DEFAULT_CONFLICT_RETRIES))),
+            retries=self._retries,
             new_table=new_table(plan), operation=MODES[self._mode],
         )
         info = execute(store, current, prepare, run)
-        if self._name is not None:
-            catalog.register(self._spark, self._name, store.root, self._storage_options)
-        t = LanceTable(self._spark, location, storage_options=self._storage_options)
+        if self._name is not None and not catalog.register(self._spark, self._name, store.root,
+                                                           self._storage_options):
+            self._register_session_name(self._spark, self._name, store.root, self._storage_options)
+        t = self._open_table(location, self._storage_options)
         t.table.lastCommit = info
         t._name = self._name
         return t
