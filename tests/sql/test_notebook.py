@@ -108,12 +108,13 @@ def test_maintenance_notebook_runs_headless(spark, tmp_path):
     assert "numFilesAdded" in optimized and "numFragmentsRemoved" in optimized
     assert "vacuumed:" in text("if run_vacuum")
     history = text("DESCRIBE HISTORY maintained")
-    assert "Rewrite" in history and "Delete" in history
+    assert "OPTIMIZE" in history and "DELETE" in history  # Delta's words
+    assert "Rewrite" in history and "Delete" in history  # the Lance transactions (lanceOperation)
     assert "Restore" not in history  # restored after the history cell
     assert "table_size_after_restore" in text("if restore_version is not None")
     assert "350" in text("AS live_rows")  # version 2: after the delete, before nothing else
     ds = lance.dataset(p)
     assert ds.count_rows() == 350
     assert [v["version"] for v in ds.versions()][-1] == ds.version
-    assert LanceTable(spark, p).history(1).head().operation == "Restore"
+    assert LanceTable(spark, p).history(1).head().operation == "RESTORE"
     shutil.rmtree(p)
