@@ -297,7 +297,8 @@ class Table:
         from .vacuum import vacuum
 
         self.writable()
-        return vacuum(self.store, self.version, retentionHours, dryRun, enforce=enforceRetentionDuration)
+        # (a handle following the table keeps the latest: the one vacuum lists)
+        return vacuum(self.store, None, retentionHours, dryRun, enforce=enforceRetentionDuration)
 
     def __repr__(self) -> str:
         on = f", branch={self.branch!r}" if self.branch else ""

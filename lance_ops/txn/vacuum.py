@@ -270,14 +270,17 @@ def decide(
     return plan
 
 
-def plan_vacuum(store: ObjectStore, upto: int, retention_hours: float) -> VacuumPlan:
+def plan_vacuum(store: ObjectStore, upto: int | None, retention_hours: float) -> VacuumPlan:
     """Gather the facts and :func:`decide`, reading every manifest first (an
     unreadable one raises CorruptTableError before anything is decided).
-    ``upto`` is the handle's version: it and newer versions are kept."""
+    ``upto`` is the handle's version: it and newer versions are kept (None:
+    the latest listed -- a handle that follows the table)."""
     cutoff = time.time() - retention_hours * 3600.0
     versions = _read_all(TableLog(store))
     if not versions:
         return VacuumPlan()
+    if upto is None:
+        upto = versions[-1][0]
     for _v, _path, mf in versions:
         check_readable(mf.manifest, f"at {store.root}")
     # vacuum is a write: refused on the latest version's unknown writer flags
@@ -295,7 +298,8 @@ def plan_vacuum(store: ObjectStore, upto: int, retention_hours: float) -> Vacuum
         shared=other_branch_references(root, branches, this),
     )
 
-def vacuum(store: ObjectStore, version: int, retention_hours: float | None, dry_run: bool, enforce: bool) -> list[str]:
+def vacuum(store: ObjectStore, version: int | None, retention_hours: float | None, dry_run: bool,
+           enforce: bool) -> list[str]:
     """Remove (or with ``dry_run`` only list) what :func:`plan_vacuum` selects
     (``retention_hours=None``: the default, :data:`MIN_RETENTION_HOURS`).
 

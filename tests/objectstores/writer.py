@@ -55,7 +55,7 @@ def lance_ops_writer(uri: str, options: dict, writer: int, count: int) -> None:
             else:
                 wl.set_property(table, f"writer.{writer}", str(i))
             rec["ok"] = True
-            rec["version"] = table.version
+            rec["version"] = table.lastCommit.version  # (the handle itself follows the table)
         except LanceOpsError as e:
             rec["error"] = type(e).__name__
             rec["message"] = str(e)[:300]
