@@ -105,6 +105,11 @@ class LanceTable:
         :meth:`createOrReplace`."""
         if uri is None and df is None:
             return cls._builder(spark, "create")
+        if uri is None or df is None:
+            raise InvalidArgumentError(
+                "LanceTable.create(spark, uri, df) creates a table from rows; LanceTable.create(spark) (no uri, "
+                "no df) is the table builder"
+            )
         from .ops.write import write_dataframe
         from .spark.session import storage_options as session_storage_options
         from .spark.write import must_not_exist
