@@ -31,7 +31,7 @@ def main(root: str) -> None:
         "concat('event-', cast(id as string)) as name",
     )
     t = LanceTable.create(spark, path, events, maxRowsPerFragment=25_000)
-    print(f"created {path}: version {t.version}, {t.count()} rows, {t.detail()['numFragments']} fragments")
+    print(f"created {path}: version {t.version}, {t.count()} rows, {t.detail().first()['numFragments']} fragments")
 
     more = spark.range(100_000, 110_000).selectExpr(
         "id", "id % 7 as user_id", "cast(rand(2) * 100 as double) as score", "concat('event-', cast(id as string)) as name"
