@@ -29,6 +29,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 from lance_ops import LanceTable
 from lance_ops.errors import (
     InvalidArgumentError,
+    SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
     UnsupportedFeatureError,
@@ -262,6 +263,12 @@ def test_merge_schema_evolution(spark, path):
     assert tuple(result.first()) == (2, 1, 0, 1)
     assert dt.toDF().columns == ["id", "name", "age", "city"]
     assert answer(dt.toDF()) == [(1, "a", 10, None), (2, "B", 20, "x"), (3, "C", None, "y")]
+    # a NOT NULL target column the source lacks cannot be NULL in inserted rows
+    strict = LanceTable.create(spark).location(path + "-strict").addColumn("id", "bigint") \
+        .addColumn("age", "bigint", nullable=False).execute()
+    with pytest.raises(SchemaMismatchError, match="NOT NULL"):
+        strict.alias("t").merge(source.alias("s"), "t.id = s.id").whenNotMatchedInsertAll() \
+            .withSchemaEvolution().execute()
 
 
 # ------------------------------------------------------------- history
