@@ -49,7 +49,7 @@ CONNECT_SUITES := tests/spark/test_write_interop.py tests/spark/test_read_pylanc
 	tests/spark/test_compaction.py tests/spark/test_compaction_indices.py tests/spark/test_vacuum.py \
 	tests/spark/test_restore_tags.py tests/spark/test_history.py tests/spark/test_changes.py \
 	tests/spark/test_skipping.py tests/spark/test_btree_index.py tests/spark/test_errors.py \
-	tests/spark/test_streaming.py tests/spark/test_catalog.py
+	tests/spark/test_streaming.py tests/spark/test_catalog.py tests/delta_compat/test_deltatable_api.py
 
 test: setup thin-client
 	$(PY) -m pytest -q tests

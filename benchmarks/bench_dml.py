@@ -150,8 +150,10 @@ def _merge(spark, path: str, source: dict, key_filter: bool = True):
     if not key_filter:
         spark.conf.set(KEY_FILTER_CONF, "false")
     try:
-        return (LanceTable(spark, path).merge(spark.read.parquet(source["parquet"]), "t.id = s.id")
-                .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+        t = LanceTable(spark, path)
+        t.merge(spark.read.parquet(source["parquet"]), "t.id = s.id").whenMatchedUpdateAll() \
+            .whenNotMatchedInsertAll().execute()
+        return t.lastCommit()
     finally:
         spark.conf.unset(KEY_FILTER_CONF)
 

@@ -93,8 +93,9 @@ def run(ctx: Context) -> Section:
     merge_source = spark.read.parquet(src_path)
 
     def merge_ours(name):
-        return (ours(name).merge(merge_source, "t.id = s.id")
-                .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+        t = ours(name)
+        t.merge(merge_source, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        return t.lastCommit()
 
     report = os.path.join(ctx.scratch_dir, "skip-read.json")
 

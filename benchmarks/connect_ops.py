@@ -77,8 +77,9 @@ def _merge(spark, path, params):
     from lance_ops import LanceTable
 
     src = spark.read.parquet(params["merge_source"])
-    return _commit(LanceTable(spark, path).merge(src, "t.id = s.id").whenMatchedUpdateAll()
-                   .whenNotMatchedInsertAll().execute())
+    t = LanceTable(spark, path)
+    t.merge(src, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    return _commit(t.lastCommit())
 
 
 def _add_sql(spark, path, params):
@@ -108,7 +109,9 @@ def _rewrite(spark, path, params):
 def _compact(spark, path, params):
     from lance_ops import LanceTable
 
-    return _commit(LanceTable(spark, path).optimize().executeCompaction(targetRowsPerFragment=params["compact_target"]))
+    t = LanceTable(spark, path)
+    t.optimize().executeCompaction(targetRowsPerFragment=params["compact_target"])
+    return _commit(t.lastCommit())
 
 
 def _sql_delete(spark, path, params):

@@ -31,7 +31,7 @@ def main(root: str) -> None:
         "concat('event-', cast(id as string)) as name",
     )
     t = LanceTable.create(spark, path, events, maxRowsPerFragment=25_000)
-    print(f"created {path}: version {t.version}, {t.count()} rows, {t.detail()['numFragments']} fragments")
+    print(f"created {path}: version {t.version}, {t.count()} rows, {t.detail().first()['numFragments']} fragments")
 
     more = spark.range(100_000, 110_000).selectExpr(
         "id", "id % 7 as user_id", "cast(rand(2) * 100 as double) as score", "concat('event-', cast(id as string)) as name"
@@ -55,21 +55,19 @@ def main(root: str) -> None:
     updates = spark.range(109_990, 110_010).selectExpr(
         "id", "id % 7 as user_id", "cast(50.0 as double) as score", "concat('merged-', cast(id as string)) as name"
     )
-    info = (
-        t.merge(updates, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
-    )
-    print(f"merge: {info.metrics['numUpdatedRows']} updated, {info.metrics['numInsertedRows']} inserted")
+    merged = t.merge(updates, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute().first()
+    print(f"merge: {merged.num_updated_rows} updated, {merged.num_inserted_rows} inserted")
 
     info = t.addColumns({"score_band": "cast(score / 10 as int)"})
     print(f"addColumns score_band: version {info.version}, {info.metrics['bytesWritten']:,} bytes written (that column only)")
 
-    info = t.optimize().executeCompaction(targetRowsPerFragment=60_000)
-    print(f"compaction: {info.metrics['fragmentsRemoved']} fragments -> {info.metrics['fragmentsAdded']}")
+    compacted = t.optimize().executeCompaction(targetRowsPerFragment=60_000).first().metrics
+    print(f"compaction: {compacted.numFragmentsRemoved} fragments -> {compacted.numFragmentsAdded}")
 
     # (addColumns stamps every row as updated, as pylance's add_columns does: stop before it)
     changed = t.changes(startVersion=2, endVersion=5).groupBy("_change_type").count().orderBy("_change_type").collect()
     print("change feed of versions 3..5:", {r["_change_type"]: r["count"] for r in changed})
-    print(f"vacuum (dry run, keep nothing older than now): {len(t.vacuum(retentionHours=0, dryRun=True, enforceRetentionDuration=False))} files")
+    print(f"vacuum (dry run, keep nothing older than now): {t.vacuum(retentionHours=0, dryRun=True, enforceRetentionDuration=False).count()} files")
 
     # A feature column that stays filled: ingestion appends without it (the new
     # fragments have no file for score_band), backfill computes only those rows.

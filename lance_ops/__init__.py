@@ -19,6 +19,7 @@ import sys
 
 from . import errors
 from .errors import (
+    ArgumentTypeError,
     CommitConflictError,
     CommitOutcomeUnknownError,
     CommitStoreError,
@@ -89,14 +90,35 @@ def load_ipython_extension(ipython) -> None:
     load(ipython)
 
 
+def _session_to_register():
+    """The session ``import lance_ops`` registers the data source in: the
+    thread's active session, else the process's default one -- a thread
+    other than the session's own has no active session (classic: the JVM's
+    is thread-local; Connect: the client's), and a
+    ``df.write.format("lance")`` there must still find the data source."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is not None:
+        return spark
+    try:
+        from pyspark.sql.utils import is_remote
+
+        if is_remote():
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+            return ConnectSession._get_default_session()
+    except Exception:
+        pass
+    return getattr(SparkSession, "_instantiatedSession", None)
+
+
 def _register_in_active_session() -> None:
     # Only if the user already imported pyspark: never import it ourselves here.
     if "pyspark.sql" not in sys.modules:
         return
     try:
-        from pyspark.sql import SparkSession
-
-        spark = SparkSession.getActiveSession()
+        spark = _session_to_register()
         if spark is not None:
             from .spark.datasource import register as _register
 
@@ -126,7 +148,7 @@ __all__ = [
     "LanceOpsError", "TableNotFoundError", "TableExistsError", "SchemaMismatchError",
     "UnsupportedFeatureError", "CorruptTableError", "CommitConflictError", "ReadOnlyVersionError",
     "CommitStoreError", "CommitOutcomeUnknownError", "StorageIOError",
-    "DuplicateMatchError", "InvalidArgumentError", "SqlParseError", "sql", "load_ipython_extension",
+    "DuplicateMatchError", "InvalidArgumentError", "ArgumentTypeError", "SqlParseError", "sql", "load_ipython_extension",
     "ConstraintViolationError", "DataQualityError", "OperationCancelledError", "cancel", "ship_to",
     "WorkerEnvironmentError",
 ]

@@ -108,6 +108,12 @@ class InvalidArgumentError(LanceOpsError, ValueError):
     """An argument is out of range or inconsistent (also a ``ValueError``)."""
 
 
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of the wrong type -- ``update(set=1)``, ``merge(src, 1)``,
+    ``set={"v": 1}`` -- raised when the method is called, as Delta's Python
+    API does (also a ``TypeError``)."""
+
+
 class OperationCancelledError(LanceOpsError):
     """The operation's Spark job was cancelled (``lance_ops.cancel(spark)``,
     ``spark.interruptTag("lance_ops-<operation>")`` under Spark Connect, or

@@ -1,16 +1,23 @@
 """``LanceTable``: the Delta-style facade over a Lance table.
 
-A handle reads one version (``t.version``). Everything that needs no data
-processing is the Spark-free core's (:class:`lance_ops.txn.table.Table`,
-``t.table``); the operations Spark runs are one module each in
-:mod:`lance_ops.ops`, which build a ``prepare(snapshot) -> StagedCommit`` for
-the core's staged-commit pipeline. Writes start from the handle's version and
-move it to the version they created. A handle opened with an explicit
-``version`` (or tag) is a read-only time-travel view.
+Code written for Delta's ``DeltaTable`` runs on ``LanceTable`` with the
+obvious renames: a handle opened without ``version=``/tag follows the table
+(every read and every operation starts from the latest version at the time of
+the call, as a ``DeltaTable`` does); one opened at a version or tag is a
+pinned, read-only time-travel view. Methods return what Delta's return: a
+DataFrame where Delta returns one (``merge().execute()``, ``optimize()
+.executeCompaction()``, ``restoreToVersion``, ``detail()``, ``history()``,
+``vacuum()``), and the :class:`~lance_ops.results.CommitInfo` where Delta
+returns nothing (``delete``, ``update``, ...); ``t.lastCommit()`` is always
+the CommitInfo of the handle's last write. Remaining differences from
+Delta's Python API: docs/delta.md.
+
+Everything that needs no data processing is the Spark-free core's
+(:class:`lance_ops.txn.table.Table`, ``t.table``); the operations Spark runs
+are one module each in :mod:`lance_ops.ops`, which build a
+``prepare(snapshot) -> StagedCommit`` for the core's staged-commit pipeline.
 """
 from __future__ import annotations
-
-from typing import Any
 
 from .errors import InvalidArgumentError
 from .format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
@@ -45,6 +52,22 @@ class LanceTable:
                            conflictRetries=retries)
         # credentials reach the executors as a handle, never as logged text
         publish_credentials(spark, self.table.store)
+        #: The alias merge conditions use for this table (``alias()``).
+        self._alias: str | None = None
+        #: The table's name where it was opened or created by one (``detail()``).
+        self._name: str | None = None
+
+    def alias(self, aliasName: str) -> "LanceTable":
+        """This table under an alias, for merge conditions and ``set`` keys
+        (``t.alias("events").merge(src.alias("updates"), "events.id =
+        updates.id")``). The returned handle shares this one's state."""
+        from .ops import args
+
+        args.string(aliasName, "'aliasName' in alias")
+        other = object.__new__(LanceTable)
+        other.__dict__.update(self.__dict__)
+        other._alias = aliasName
+        return other
 
     # ------------------------------------------------------------ opening
     @classmethod
@@ -93,9 +116,9 @@ class LanceTable:
     @classmethod
     def create(
         cls,
-        spark,
-        uri: str,
-        df,
+        spark=None,
+        uri: str | None = None,
+        df=None,
         mode: str = "create",
         stableRowIds: bool = True,
         maxRowsPerFragment: int = DEFAULT_MAX_ROWS_PER_FRAGMENT,
@@ -104,9 +127,23 @@ class LanceTable:
         properties: dict | None = None,
     ) -> "LanceTable":
         """Create a table from ``df`` (``mode="overwrite"`` replaces an existing
-        one). Returns a handle at the new version; ``handle.lastCommit`` holds
-        the CommitInfo. ``properties`` (extension) sets table config keys in
-        the same commit (``ds.config()`` in pylance)."""
+        one). Returns a handle; ``handle.lastCommit()`` is the CommitInfo.
+        ``properties`` (extension) sets table config keys in the same commit
+        (``ds.config()`` in pylance).
+
+        ``LanceTable.create(spark)`` -- no location, no rows -- is Delta's
+        table builder instead: ``.location(...)`` / ``.tableName(...)``,
+        ``.addColumn(...)`` / ``.addColumns(schema)``, ``.property(k, v)``,
+        ``.comment(...)``, ``.execute()`` (an empty table with that schema);
+        see also :meth:`createIfNotExists`, :meth:`replace`,
+        :meth:`createOrReplace`."""
+        if uri is None and df is None:
+            return cls._builder(spark, "create")
+        if uri is None or df is None:
+            raise InvalidArgumentError(
+                "LanceTable.create(spark, uri, df) creates a table from rows; LanceTable.create(spark) (no uri, "
+                "no df) is the table builder"
+            )
         from .ops.write import write_dataframe
         from .spark.session import storage_options as session_storage_options
         from .spark.write import must_not_exist
@@ -129,10 +166,48 @@ class LanceTable:
             retries=int(spark.conf.get(CONFLICT_RETRIES_CONF, str(DEFAULT_CONFLICT_RETRIES))),
             new_table=NewTable(stable_row_ids=stableRowIds),
         )
+        options.operation = "CREATE TABLE AS SELECT" if mode == "create" else "CREATE OR REPLACE TABLE AS SELECT"
         info = execute(store, latest_or_none(store), labelled(spark, mode, store.root, prepare), options)
         t = cls(spark, uri, storage_options=storage_options)
-        t.lastCommit = info
+        t.table.lastCommit = info
         return t
+
+    @classmethod
+    def _builder(cls, spark, mode: str):
+        from pyspark.sql import SparkSession
+
+        from .ops.create import LanceTableBuilder
+
+        spark = spark if spark is not None else SparkSession.getActiveSession()
+        if spark is None:
+            raise InvalidArgumentError("no Spark session: pass one, LanceTable.create(spark)")
+
+        def register_session_name(spark, name, location, storage_options):
+            from .sql.refs import register_name
+
+            register_name(spark, name, location, storage_options)
+
+        return LanceTableBuilder(
+            spark, mode, lambda location, options: cls(spark, location, storage_options=options),
+            register_session_name, int(spark.conf.get(CONFLICT_RETRIES_CONF, str(DEFAULT_CONFLICT_RETRIES))),
+        )
+
+    @classmethod
+    def createIfNotExists(cls, spark=None):
+        """Delta's builder that creates the table unless one exists there
+        (``CREATE TABLE IF NOT EXISTS``)."""
+        return cls._builder(spark, "createIfNotExists")
+
+    @classmethod
+    def replace(cls, spark=None):
+        """Delta's builder that replaces an existing table (an error if there
+        is none): a new version with the new schema, empty."""
+        return cls._builder(spark, "replace")
+
+    @classmethod
+    def createOrReplace(cls, spark=None):
+        """Delta's builder that creates the table or replaces the one there."""
+        return cls._builder(spark, "createOrReplace")
 
     # ------------------------------------------------------------ state
     @property
@@ -172,17 +247,15 @@ class LanceTable:
     def conflictRetries(self, n: int) -> None:
         self.table.conflictRetries = int(n)
 
-    @property
     def lastCommit(self) -> CommitInfo | None:
-        """CommitInfo of the last write through this handle (None before any)."""
+        """CommitInfo of the last write through this handle (None before any):
+        the version it made (None: it changed nothing), ``readVersion``,
+        ``operation``, ``retries`` and the metrics history() shows."""
         return self.table.lastCommit
 
-    @lastCommit.setter
-    def lastCommit(self, info: CommitInfo | None) -> None:
-        self.table.lastCommit = info
-
     def refresh(self) -> "LanceTable":
-        """Move this handle to the latest version (not for time-travel handles)."""
+        """Read the latest version now (a handle without ``version=`` does so
+        on every call anyway; refused on time-travel handles)."""
         self.table.refresh()
         return self
 
@@ -203,8 +276,9 @@ class LanceTable:
         from .spark.frames import as_column
 
         conjuncts = None if filter is None else list(filter) if isinstance(filter, (list, tuple)) else [filter]
+        snap = self.snapshot
         df = read_dataframe(
-            self._spark, self._store, self.version, columns=columns,
+            self._spark, self._store, snap.version, columns=columns,
             with_row_id=withRowId, with_row_addr=withRowAddr, with_lineage=withLineage,
             row_filter=conjuncts,
         )
@@ -214,15 +288,25 @@ class LanceTable:
 
     def history(self, limit: int | None = None):
         """One row per version, newest first (Delta's DESCRIBE HISTORY columns:
-        version, timestamp, operation, readVersion, operationParameters,
-        operationMetrics, userMetadata, writer, transactionUuid)."""
+        version, timestamp, operation -- Delta's word: WRITE, MERGE, OPTIMIZE,
+        ... --, readVersion, operationParameters, operationMetrics,
+        userMetadata, isolationLevel, isBlindAppend, engineInfo; and Lance's:
+        lanceOperation -- the transaction type --, writer, transactionUuid)."""
         from .spark.types import HISTORY_SCHEMA
 
         rows = self.table.history(limit)
         return self._spark.createDataFrame([tuple(r[f.name] for f in HISTORY_SCHEMA.fields) for r in rows], HISTORY_SCHEMA)
 
-    def detail(self) -> dict[str, Any]:
-        return self.table.detail()
+    def detail(self):
+        """Delta's DESCRIBE DETAIL: a one-row DataFrame (format "lance", id,
+        name, description, location, createdAt, lastModified, numFiles,
+        sizeInBytes, properties, ...) then Lance's columns (version,
+        numFragments, numRows, numDeletedRows, feature flags,
+        dataFormatVersion, nextRowId, maxFragmentId, schema with field ids,
+        ...). ``t.table.detail()`` is the same as a dict."""
+        from .ops.shapes import detail_frame
+
+        return detail_frame(self._spark, self.table.detail(), self._name)
 
     def properties(self) -> dict[str, str]:
         """The table config (pylance's ``ds.config()``)."""
@@ -277,17 +361,20 @@ class LanceTable:
     def _writable(self) -> None:
         self.table.writable()
 
-    def _run(self, name: str, prepare, commitProperties: dict | None = None, expectations=None) -> CommitInfo:
-        """Commit ``prepare``'s change through the core's pipeline, its Spark
-        jobs labelled with the operation and the version they read;
-        ``expectations`` adds the data-quality gate (:mod:`lance_ops.ops.quality`)."""
+    def _run(self, name: str, prepare, commitProperties: dict | None = None, expectations=None,
+             start: Snapshot | None = None, operation: str | None = None) -> CommitInfo:
+        """Commit ``prepare``'s change through the core's pipeline, starting
+        from ``start`` (the snapshot the operation planned on), its Spark jobs
+        labelled with the operation and the version they read; ``operation``
+        is the history's (Delta's) word for it; ``expectations`` adds the
+        data-quality gate (:mod:`lance_ops.ops.quality`)."""
         checks = []
         if expectations is not None:
             from .ops.quality import expectations_check
 
             checks.append(expectations_check(self._spark, expectations))
         return self.table.execute(labelled(self._spark, name, self.uri, prepare), commitProperties=commitProperties,
-                                  checks=checks)
+                                  checks=checks, start=start, operation=operation)
 
     def append(self, df, allowMissingColumns: bool = False, expectations=None,
                commitProperties: dict | None = None) -> CommitInfo:
@@ -299,38 +386,53 @@ class LanceTable:
         from .ops.write import write_dataframe
 
         self._writable()
+        snap = self.snapshot
         prepare = write_dataframe(self._store, df, "append", allow_missing=allowMissingColumns)
-        return self._run("append", prepare, commitProperties, expectations)
+        return self._run("append", prepare, commitProperties, expectations, start=snap, operation="WRITE")
 
     def overwrite(self, df, expectations=None, commitProperties: dict | None = None) -> CommitInfo:
         from .ops.write import write_dataframe
 
         self._writable()
-        return self._run("overwrite", write_dataframe(self._store, df, "overwrite"), commitProperties, expectations)
+        snap = self.snapshot
+        return self._run("overwrite", write_dataframe(self._store, df, "overwrite"), commitProperties, expectations,
+                         start=snap, operation="WRITE")
 
     def delete(self, condition=None, commitProperties: dict | None = None) -> CommitInfo:
         """Delete rows matching ``condition`` (Spark SQL string or Column; None
-        deletes every row). Writes deletion files only."""
+        deletes every row). Writes deletion files only; a delete matching no
+        row commits nothing (``version`` None)."""
+        from .ops import args
         from .ops.delete import delete
 
+        args.condition(condition)
         self._writable()
-        return self._run("delete", delete(self._spark, self.snapshot, condition), commitProperties)
+        snap = self.snapshot
+        return self._run("delete", delete(self._spark, snap, condition), commitProperties, start=snap,
+                         operation="DELETE")
 
     def update(self, condition=None, set: dict | None = None, commitProperties: dict | None = None,  # noqa: A002 (Delta's name)
                expectations=None) -> CommitInfo:
         """Set columns of rows matching ``condition`` (None: all rows) to new
-        values (Spark SQL strings or Columns)."""
+        values (Spark SQL strings or Columns); an update matching no row
+        commits nothing (``version`` None)."""
+        from .ops import args
         from .ops.update import update
 
+        args.column_mapping(set, "'set'")  # (first, as Delta: update({...}) says set is missing)
+        args.condition(condition)
         self._writable()
-        return self._run("update", update(self._spark, self.snapshot, condition, set or {}), commitProperties,
-                         expectations)
+        snap = self.snapshot
+        return self._run("update", update(self._spark, snap, condition, set), commitProperties, expectations,
+                         start=snap, operation="UPDATE")
 
     def merge(self, source, condition):
-        """A Delta-style merge builder: target alias ``t``, source alias ``s``."""
+        """Delta's merge builder. The target's alias is ``t`` unless
+        :meth:`alias` named it; the source's is ``s`` unless the condition
+        qualifies it otherwise (``source.alias("updates")``)."""
         from .ops.merge import MergeBuilder
 
-        return MergeBuilder(self, source, condition)
+        return MergeBuilder(self, source, condition, self._alias)
 
     # ------------------------------------------------------------ maintenance
     def optimize(self):
@@ -352,8 +454,9 @@ class LanceTable:
         from .ops.evolve import add_columns
 
         self._writable()
-        prepare = add_columns(self._spark, self.snapshot, source, read_columns=readColumns, output_schema=outputSchema, on=on)
-        return self._run("addColumns", prepare, commitProperties, expectations)
+        snap = self.snapshot
+        prepare = add_columns(self._spark, snap, source, read_columns=readColumns, output_schema=outputSchema, on=on)
+        return self._run("addColumns", prepare, commitProperties, expectations, start=snap, operation="ADD COLUMNS")
 
     def backfill(self, source, readColumns=None, outputSchema=None, where=None, fragmentsPerCommit: int | None = None,
                  expectations=None, commitProperties: dict | None = None, advanceWatermark: bool = True,
@@ -394,16 +497,19 @@ class LanceTable:
         from .ops.constraints import add_constraint
 
         self._writable()
-        return self._run("addConstraint", add_constraint(self._spark, self.snapshot, name, expression), commitProperties)
+        snap = self.snapshot
+        return self._run("addConstraint", add_constraint(self._spark, snap, name, expression), commitProperties,
+                         start=snap, operation="ADD CONSTRAINT")
 
     def dropConstraint(self, name: str, ifExists: bool = False, commitProperties: dict | None = None) -> CommitInfo | None:
         from .ops.constraints import drop_constraint
 
         self._writable()
-        prepare = drop_constraint(self.snapshot, name, ifExists)
+        snap = self.snapshot
+        prepare = drop_constraint(snap, name, ifExists)
         if prepare is None:
             return None
-        return self.table.execute(prepare, commitProperties=commitProperties)
+        return self.table.execute(prepare, commitProperties=commitProperties, start=snap, operation="DROP CONSTRAINT")
 
     # ------------------------------------------------------------ indices
     def createIndex(self, column, indexType: str = "ZONEMAP", name: str | None = None,
@@ -416,14 +522,17 @@ class LanceTable:
         from .ops.indices import create_index
 
         self._writable()
-        return self._run("createIndex", create_index(self._spark, self.snapshot, column, indexType, name),
-                         commitProperties)
+        snap = self.snapshot
+        return self._run("createIndex", create_index(self._spark, snap, column, indexType, name),
+                         commitProperties, start=snap, operation="CREATE INDEX")
 
     def dropIndex(self, name: str, commitProperties: dict | None = None) -> CommitInfo:
         from .ops.indices import drop_index
 
         self._writable()
-        return self.table.execute(drop_index(self.snapshot, name), commitProperties=commitProperties)
+        snap = self.snapshot
+        return self.table.execute(drop_index(snap, name), commitProperties=commitProperties, start=snap,
+                                  operation="DROP INDEX")
 
     def listIndices(self) -> list[dict]:
         """This version's indices: name, type, columns, fragmentIds (+ uuid,
@@ -444,19 +553,23 @@ class LanceTable:
         from .ops.evolve import rewrite_columns
 
         self._writable()
-        return self._run("rewriteColumns", rewrite_columns(self._spark, self.snapshot, columns, condition), commitProperties,
-                         expectations)
+        snap = self.snapshot
+        return self._run("rewriteColumns", rewrite_columns(self._spark, snap, columns, condition), commitProperties,
+                         expectations, start=snap, operation="REWRITE COLUMNS")
 
     def dropColumns(self, columns, commitProperties: dict | None = None) -> CommitInfo:
         """Drop columns (dotted paths for struct fields): metadata only."""
+        import json
+
         from .ops.columns import drop_columns_schema, project
         from .ops.constraints import refuse_constrained
 
         self._writable()
+        snap = self.snapshot
         cols = [columns] if isinstance(columns, str) else list(columns)
-        refuse_constrained(self._spark, self.snapshot, cols, "drop")
-        prepare = project(self.snapshot, lambda snap: drop_columns_schema(snap, cols), {"columns": ", ".join(cols)})
-        return self._run("dropColumns", prepare, commitProperties)
+        refuse_constrained(self._spark, snap, cols, "drop")
+        prepare = project(snap, lambda s: drop_columns_schema(s, cols), {"columns": json.dumps(cols)})
+        return self._run("dropColumns", prepare, commitProperties, start=snap, operation="DROP COLUMNS")
 
     def renameColumn(self, old: str, new: str, commitProperties: dict | None = None) -> CommitInfo:
         """Rename a column (dotted path for a struct field): metadata only."""
@@ -464,9 +577,10 @@ class LanceTable:
         from .ops.constraints import refuse_constrained
 
         self._writable()
-        refuse_constrained(self._spark, self.snapshot, [old], "rename")
-        prepare = project(self.snapshot, lambda snap: rename_column_schema(snap, old, new), {"from": old, "to": new})
-        return self._run("renameColumn", prepare, commitProperties)
+        snap = self.snapshot
+        refuse_constrained(self._spark, snap, [old], "rename")
+        prepare = project(snap, lambda s: rename_column_schema(s, old, new), {"oldColumnPath": old, "newColumnPath": new})
+        return self._run("renameColumn", prepare, commitProperties, start=snap, operation="RENAME COLUMN")
 
     def setProperties(self, properties: dict, commitProperties: dict | None = None) -> CommitInfo:
         """Set table config keys (an ``UpdateConfig`` commit; pylance reads
@@ -479,23 +593,35 @@ class LanceTable:
         return self.table.unsetProperties(keys, commitProperties, ifExists=ifExists)
 
     # ------------------------------------------------- vacuum, restore, tags
-    def vacuum(self, retentionHours: float = 168, dryRun: bool = False, enforceRetentionDuration: bool = True) -> list[str]:
-        """Remove versions committed more than ``retentionHours`` ago (never the
-        latest, this handle's version or newer, a tagged version, nor a
-        version a branch was created from), then the data, deletion,
-        transaction and index files no kept version of any branch references.
-        Files that no version references at all (failed or in-flight writes)
-        are removed only once their mtime is older than the retention. Returns
-        the removed paths, relative to the table root, sorted; ``dryRun=True``
-        only lists them.
+    def vacuum(self, retentionHours: float | None = None, dryRun: bool = False,
+               enforceRetentionDuration: bool = True):
+        """Remove versions committed more than ``retentionHours`` ago (default
+        168; never the latest, a tagged version, nor a version a branch was
+        created from), then the data, deletion, transaction and index files
+        no kept version of any branch references. Files that no version
+        references at all (failed or in-flight writes) are removed only once
+        their mtime is older than the retention. Returns a DataFrame of the
+        removed files' full paths (``path``; Delta returns an empty one),
+        ``dryRun=True`` only lists them (the Spark-free ``t.table.vacuum()``
+        returns them as a list).
 
         A retention below 168 hours raises InvalidArgumentError unless the Spark
         conf ``spark.lance_ops.vacuum.retentionDurationCheck.enabled`` is
         "false" or ``enforceRetentionDuration=False`` (extension) is passed: a
         short retention can delete the files of a commit in progress. Refused
         on time-travel handles. Details: :mod:`lance_ops.txn.vacuum`."""
+        from .ops.shapes import vacuum_frame
+
+        removed = self.vacuumFiles(retentionHours, dryRun, enforceRetentionDuration)
+        return vacuum_frame(self._spark, self.uri, removed)
+
+    def vacuumFiles(self, retentionHours: float | None = None, dryRun: bool = False,
+                    enforceRetentionDuration: bool = True) -> list[str]:
+        """:meth:`vacuum`, returning the removed paths relative to the table
+        root, sorted (jobs and the CLI)."""
+        hours = 168 if retentionHours is None else retentionHours
         check = self._spark.conf.get(RETENTION_CHECK_CONF, "true").strip().lower() != "false"
-        return self.table.vacuum(retentionHours, dryRun, enforceRetentionDuration=check and enforceRetentionDuration)
+        return self.table.vacuum(hours, dryRun, enforceRetentionDuration=check and enforceRetentionDuration)
 
     def resolveCommit(self, transactionUuid: str, version: int | None = None) -> int | None:
         """The version that committed transaction ``transactionUuid`` or None:
@@ -503,13 +629,32 @@ class LanceTable:
         (``t.resolveCommit(e.transaction_uuid, e.version)``)."""
         return self.table.resolveCommit(transactionUuid, version)
 
-    def restoreToVersion(self, version: int | str, commitProperties: dict | None = None) -> CommitInfo:
+    def restoreToVersion(self, version: int | str, commitProperties: dict | None = None):
         """Commit a new version whose content is ``version``'s (a version number
-        or a tag name); later versions stay in the history. Row ids issued
-        since are never reused (``nextRowId``/``maxFragmentId`` keep the latest
-        values, as pylance). A missing version or tag raises
-        TableNotFoundError."""
-        return self.table.restoreToVersion(version, commitProperties)
+        or, extension, a tag name); later versions stay in the history. Row
+        ids issued since are never reused (``nextRowId``/``maxFragmentId``
+        keep the latest values, as pylance). Returns Delta's RESTORE metrics
+        (one row: table_size_after_restore, num_of_files_after_restore,
+        num_removed_files, num_restored_files, removed_files_size,
+        restored_files_size); ``t.lastCommit()`` is the CommitInfo. A missing
+        version or tag raises TableNotFoundError."""
+        from .errors import ArgumentTypeError
+        from .ops.shapes import restore_frame
+
+        if isinstance(version, bool) or not isinstance(version, (int, str)):
+            raise ArgumentTypeError(f"version needs to be an int (or a tag name) but got {type(version)!r}")
+        return restore_frame(self._spark, self.table.restoreToVersion(version, commitProperties))
+
+    def restoreToTimestamp(self, timestamp: str, commitProperties: dict | None = None):
+        """Restore the latest version committed at or before ``timestamp``
+        ("yyyy-MM-dd" or "yyyy-MM-dd HH:mm:ss[.ffffff]", a Spark SQL
+        timestamp in the session time zone; also a datetime). A timestamp
+        before the earliest kept version, or after the latest commit, raises
+        InvalidArgumentError (as Delta). Returns Delta's RESTORE metrics."""
+        from .ops.restore import version_at
+
+        version = version_at(self._spark, self.table, timestamp)
+        return self.restoreToVersion(version, commitProperties)
 
     def createTag(self, name: str, version: int | str | None = None) -> None:
         """Name a version (default: this handle's). Tags live in

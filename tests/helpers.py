@@ -1,6 +1,7 @@
 """Helpers shared by tests: pylance-side table inspection and row comparison."""
 from __future__ import annotations
 
+import contextlib
 import datetime
 import decimal
 import glob
@@ -132,3 +133,40 @@ def many_versions(path: str, n: int, append_every: int = 0, delete_every: int = 
         with open(os.path.join(path, ManifestNaming.V2.path(v)), "wb") as f:
             f.write(blob)
         snap = Snapshot(store, v, ManifestFile(manifest, data, indices, len(blob), ctx.dictionaries), ManifestNaming.V2)
+@contextlib.contextmanager
+def commits_during(*writers):
+    """Run each of ``writers`` (another writer's commit: a pylance call, a
+    second handle's write) while the next lance_ops write is under way: after
+    it prepared its change, before it commits -- as when a concurrent commit
+    really lands in the middle of an operation (a handle reads the latest
+    version when an operation starts, so only this makes one stale). The
+    write then rebases over them, re-runs or fails, as the conflict rules say.
+    One writer per lance_ops write, in order; the writers' own lance_ops
+    commits pass through."""
+    import lance_ops.txn.pipeline as pipeline
+
+    pending = list(writers)
+    original = pipeline.commit
+    busy = []
+
+    def commit(*args, **kwargs):
+        if pending and not busy:
+            busy.append(1)
+            try:
+                pending.pop(0)()
+            finally:
+                busy.pop()
+        return original(*args, **kwargs)
+
+    pipeline.commit = commit
+    try:
+        yield
+    finally:
+        pipeline.commit = original
+    assert not pending, f"{len(pending)} concurrent writer(s) never ran: no lance_ops write committed"
+
+
+def committed(t, _result=None):
+    """The CommitInfo of the write through ``t`` that just returned
+    ``_result`` (a Delta-shaped DataFrame: a merge's, an OPTIMIZE's)."""
+    return t.lastCommit()

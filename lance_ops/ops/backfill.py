@@ -71,6 +71,7 @@ the same tasks. ``metrics["evaluation"]`` says which (``arrow`` / ``spark``).
 """
 from __future__ import annotations
 
+import json
 import logging
 from typing import Callable
 
@@ -249,7 +250,8 @@ class Backfill:
         totals: dict = {}
         committed: list[CommitInfo] = []
         for n, (kind, ids) in enumerate(batches, 1):
-            info = t._run("backfill", self._prepare(kind, ids), self.commit_properties, self.expectations)
+            info = t._run("backfill", self._prepare(kind, ids), self.commit_properties, self.expectations,
+                          operation="BACKFILL")
             if info.version is None:
                 log.info("backfill %s: batch %d/%d had nothing left to do", self.params["columns"], n, len(batches))
                 continue
@@ -315,10 +317,9 @@ class Backfill:
             todo = {k: v for k, v in keys.items() if int(snap.manifest.config.get(k, "-1") or -1) < mark}
             if not todo:
                 return None
-            return StagedCommit(UpdateConfig(config_updates=(todo, False)), {},
-                                {"set": ", ".join(f"{k}={v}" for k, v in todo.items())})
+            return StagedCommit(UpdateConfig(config_updates=(todo, False)), {}, {"properties": json.dumps(todo)})
 
-        info = t.table.execute(prepare, commitProperties=self.commit_properties)
+        info = t.table.execute(prepare, commitProperties=self.commit_properties, operation="SET TBLPROPERTIES")
         return info if info.version is not None else None
 
     def _prepare(self, kind: str, ids: list[int]):

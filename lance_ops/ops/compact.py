@@ -8,12 +8,18 @@ in order (deleted rows dropped, the current schema's columns only, so dropped
 columns and tombstoned data disappear), each row keeping its stable row id and
 both lineage versions, into new fragments of at most ``maxRowsPerFragment``
 rows (pylance 14's default file size; it does not cut output at the target).
-Then two commits, as pylance makes them: ``ReserveFragments`` for the new
-fragment ids, and a ``Rewrite`` whose read version is the planned version.
+Then ONE commit: a ``Rewrite`` whose read version is the planned version and
+whose new fragments take their ids in that same commit, numbered from the
+high-water mark ``max_fragment_id`` of the version it is built on (pylance
+commits a ``ReserveFragments`` version first; a table's history then shows
+one version per OPTIMIZE, as Delta's does). Should a concurrent commit take
+those ids before ours lands, the rebase numbers them again (and rewrites the
+index files that hold them) -- :attr:`lance_ops.txn.pipeline.StagedCommit.assign_ids`.
+pylance reads the result and keeps numbering after it (tests/spark/test_compaction.py).
 
 Indices follow pylance 14's compaction (:mod:`lance_ops.format.indexremap`):
 BTREE indices (and BITMAP ones without stable row ids) address rows by row
-address, so once the new fragment ids are reserved a Spark task per index
+address, so once the new fragment ids are known a Spark task per index
 writes a remapped copy of its files (moved rows' new addresses, deleted rows
 dropped) and the Rewrite names it (``rewritten_indices``); BITMAP indices with
 stable row ids address rows by row id and just follow the rows; other index
@@ -23,8 +29,8 @@ the new fragments are scanned -- as pylance does. Zone maps and bloom filters
 new fragments (every indexed column in one scan per kind) and the Rewrite
 names a rebuilt index (old zones of untouched fragments + the new ones), so
 the compacted table stays pruned (:func:`.indices.rebuild_zonemaps`).
-``metrics["indicesRemapped"]`` / ``["indicesRebuilt"]`` / ``["indicesNarrowed"]``
-count them.
+``metrics["numIndicesRemapped"]`` / ``["numIndicesRebuilt"]`` /
+``["numIndicesNarrowed"]`` count them.
 
 A concurrent delete / update / compaction of some group's fragments does not
 fail the job: the other groups commit and the affected ones are re-planned on
@@ -33,7 +39,9 @@ the new version (up to ``conflictRetries`` times).
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 
 import pyarrow as pa
 from pyroaring import BitMap
@@ -44,11 +52,13 @@ from ..format.naming import index_dir
 from ..format.proto import table_pb2
 from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
 from ..spark.fanout import run_tasks
+from ..spark.frames import describe
 from ..spark.rewrite import RewriteContext, rewrite_group
 from ..txn.compaction import CompactionOptions, group_metrics, plan_compaction
 from ..txn.log import Snapshot
-from ..txn.operations import ReserveFragments, Rewrite, RewriteGroup
-from ..txn.pipeline import StagedCommit
+from ..txn.operations import Rewrite, RewriteGroup
+from ..txn.pipeline import StagedCommit, max_fragment_id
+from . import args
 from .indices import rebuild_zonemaps, zonemaps_to_rebuild
 from .remap import remap_indices  # noqa: F401 (also this module's name for it)
 
@@ -59,10 +69,23 @@ _GROUP_RESULT = pa.schema([("i", pa.int32()), ("frags", pa.list_(pa.binary()))])
 
 
 class OptimizeBuilder:
-    """``t.optimize()``: Delta's builder; ``executeCompaction(...)`` runs it."""
+    """``t.optimize()``: Delta's builder. ``where(predicate)`` limits it to the
+    fragments holding rows that match; ``executeCompaction(...)`` runs it and
+    returns Delta's OPTIMIZE result (one row: ``path``, ``metrics``); the
+    CommitInfo is ``t.lastCommit()``."""
 
     def __init__(self, table):
         self._table = table
+        self._where = None
+        self._considered = 0
+
+    def where(self, partitionFilter) -> "OptimizeBuilder":
+        """Compact only fragments that hold a live row matching the predicate
+        (Spark SQL string or Column; Delta takes a partition filter -- Lance
+        tables have no partitions, so any predicate over the table's columns
+        selects fragments, evaluated by a Spark job at execute time)."""
+        self._where = args.condition(partitionFilter, "'partitionFilter' in where", required=True)
+        return self
 
     def executeCompaction(
         self,
@@ -73,21 +96,34 @@ class OptimizeBuilder:
         maxSourceFragments: int | None = None,
         commitProperties: dict | None = None,
     ):
-        """Compact; returns a CommitInfo (``version`` None: nothing to do)."""
+        """Compact; returns Delta's OPTIMIZE result DataFrame (``metrics.version``
+        null: nothing to do). ``t.lastCommit()`` is the CommitInfo."""
+        from .shapes import optimize_frame
+
         t = self._table
+        started = time.time()
         t._writable()
-        t.snapshot.new_data_file_version("compaction")
+        snap = t.snapshot
+        snap.new_data_file_version("compaction")
+        self._considered = sum(len(f.files) for f in snap.fragments)
         opts = CompactionOptions(
             targetRowsPerFragment, materializeDeletions, materializeDeletionsThreshold,
             maxRowsPerFragment, maxSourceFragments,
         )
         opts.check()
-        info = t._run("compaction", compact(t._spark, opts), commitProperties)
-        for k in ("fragmentsRemoved", "fragmentsAdded", "filesRemoved", "filesAdded", "rowsRewritten",
-                  "indicesRemapped", "indicesNarrowed", "indicesRebuilt"):
+        if self._where is not None:
+            from ..spark.frames import check_condition
+            from .dml import analysis_frame
+
+            check_condition(analysis_frame(t._spark, snap), self._where)  # bad SQL: Spark's error, now
+        info = t._run("compaction", compact(t._spark, opts, self._where), commitProperties, start=snap,
+                      operation="OPTIMIZE")
+        for k in ("numRemovedFragments", "numAddedFragments", "numRemovedFiles", "numAddedFiles", "numAddedBytes",
+                  "numRemovedBytes", "numDeletionVectorsRemoved", "numRowsRewritten", "numIndicesRemapped",
+                  "numIndicesNarrowed", "numIndicesRebuilt"):
             info.metrics.setdefault(k, 0)  # (nothing to compact: zeros)
         info.operation = info.operation or "Rewrite"
-        return info
+        return optimize_frame(t._spark, t.uri, info, self._considered, started, time.time())
 
     def executeZOrderBy(self, *columns, targetRowsPerFragment: int = DEFAULT_MAX_ROWS_PER_FRAGMENT,
                         commitProperties: dict | None = None):
@@ -109,18 +145,38 @@ class OptimizeBuilder:
 
         t = self._table
         t._writable()
-        info = t._run("indexUpdate", update_indices(t._spark, t.snapshot), commitProperties)
+        snap = t.snapshot
+        info = t._run("indexUpdate", update_indices(t._spark, snap), commitProperties, start=snap,
+                      operation="OPTIMIZE INDICES")
         info.metrics.setdefault("numUpdatedIndices", 0)
         return info
 
 
-def compact(spark, opts: CompactionOptions):
+def fragments_matching(spark, snap: Snapshot, predicate) -> set[int]:
+    """Ids of the fragments holding a live row where ``predicate`` is true (a
+    Spark job over the columns it reads; only fragment ids come back)."""
+    from pyspark.sql import functions as F
+
+    from ..format.scan import ROW_ADDR
+    from ..spark.frames import as_column, referenced_columns, scan_frame
+    from .dml import analysis_frame
+
+    refs = referenced_columns(analysis_frame(spark, snap), [predicate])
+    data_cols = [c for c in refs if c in snap.schema.names]
+    frame = scan_frame(spark, snap, data_cols, [ROW_ADDR])
+    rows = frame.where(as_column(predicate)).select(F.shiftright(ROW_ADDR, 32).alias("f")).distinct().collect()
+    return {int(r["f"]) for r in rows}
+
+
+def compact(spark, opts: CompactionOptions, where=None):
     """``prepare(snapshot) -> StagedCommit | None`` of one compaction round:
-    plan, rewrite each group in a Spark task, stage ``ReserveFragments`` and
-    the ``Rewrite``. After a partial commit (a concurrent change to some
+    plan, rewrite each group in a Spark task, stage the ``Rewrite`` (its
+    fragment ids assigned at commit). After a partial commit (a concurrent change to some
     groups' fragments) the pipeline prepares again on the new version."""
 
     def prepare(snap: Snapshot) -> StagedCommit | None:
+        if where is not None:
+            opts.fragment_ids = frozenset(fragments_matching(spark, snap, where))
         groups = plan_compaction(snap, opts)
         if not groups:
             return None
@@ -133,7 +189,6 @@ def compact(spark, opts: CompactionOptions):
                          "i int, frags array<binary>", _GROUP_RESULT)
         written = {i: [bytes(b) for b in frags] for i, frags in rows}
         new_frags = [[table_pb2.DataFragment.FromString(b) for b in written[i]] for i in range(len(groups))]
-        n_new = sum(len(g) for g in new_frags)
         op = Rewrite([RewriteGroup(copy_messages(old), new) for old, new in zip(groups, new_frags)], allow_partial=True)
         rewritten_ids = BitMap(f.id for g in groups for f in g)
         to_remap = [
@@ -144,51 +199,62 @@ def compact(spark, opts: CompactionOptions):
 
         to_rebuild = zonemaps_to_rebuild(snap, rewritten_ids)
 
-        def number_new_fragments(results) -> None:
-            # ids reserved by the ReserveFragments commit just made
-            next_id = results[0].snapshot.manifest.max_fragment_id - n_new + 1
-            for group in new_frags:
-                for f in group:
+        def assign_ids(rewrite: Rewrite, base: Snapshot) -> None:
+            # the ids after the high-water mark of the version we commit on
+            next_id = max_fragment_id(base) + 1
+            for group in rewrite.groups:
+                for f in group.new_fragments:
                     f.id = next_id
                     next_id += 1
+            if rewrite.dropped_groups:
+                # (a rebase dropped groups and the index rewrites with them: the
+                # build narrows those indices, as for any partial compaction)
+                return
             rewritten = []
             if to_remap:
                 rewritten += remap_indices(spark, snap, to_remap, groups, new_frags)
             if to_rebuild:
                 rewritten += rebuild_zonemaps(spark, snap, to_rebuild, groups, new_frags)
             if rewritten:
-                op.rewritten_indices = rewritten
+                rewrite.rewritten_indices = rewritten
                 staged.extra_files.extend(index_dir(r.new_id.uuid) for r in rewritten)
+            staged.metrics.update(index_metrics(rewrite))  # (what history() records)
 
-        def committed_metrics(result) -> dict:
-            committed = result.transaction.operation
-            done = group_metrics(committed.groups)
+        def index_metrics(committed: Rewrite) -> dict:
             old_ids = BitMap(committed.old_fragment_ids())
             remapped = {bytes(r.old_id.uuid) for r in committed.rewritten_indices}
             touched = [idx for idx in snap.indices if idx.fragment_bitmap and BitMap.deserialize(idx.fragment_bitmap) & old_ids]
             rebuilt = {bytes(i.uuid.uuid) for i in to_rebuild} & remapped
-            done["indicesRemapped"] = sum(1 for idx in touched if bytes(idx.uuid.uuid) in remapped - rebuilt)
-            done["indicesRebuilt"] = len(rebuilt)
-            done["indicesNarrowed"] = sum(
-                1 for idx in touched
-                if bytes(idx.uuid.uuid) not in remapped and compaction_rule(idx, snap.stable_row_ids) != EXTEND
-            )
-            if done["indicesNarrowed"]:
+            return {
+                "numIndicesRemapped": sum(1 for idx in touched if bytes(idx.uuid.uuid) in remapped - rebuilt),
+                "numIndicesRebuilt": len(rebuilt),
+                "numIndicesNarrowed": sum(
+                    1 for idx in touched
+                    if bytes(idx.uuid.uuid) not in remapped and compaction_rule(idx, snap.stable_row_ids) != EXTEND
+                ),
+            }
+
+        def committed_metrics(result) -> dict:
+            committed = result.transaction.operation
+            done = {**group_metrics(committed.groups), **index_metrics(committed)}
+            if done["numIndicesNarrowed"]:
                 log.warning(
                     "compaction of %s: %d index(es) do not cover the new fragments (as pylance leaves them); "
-                    "queries scan those fragments", snap.store.root, done["indicesNarrowed"],
+                    "queries scan those fragments", snap.store.root, done["numIndicesNarrowed"],
                 )
             return done
 
         params = {
+            "predicate": json.dumps([describe(where)] if where is not None else []),
+            "zOrderBy": "[]",
+            "auto": "false",
             "targetRowsPerFragment": opts.target_rows_per_fragment,
             "materializeDeletions": opts.materialize_deletions,
             "materializeDeletionsThreshold": opts.materialize_deletions_threshold,
         }
         staged = StagedCommit(
             op, group_metrics(op.groups), params,
-            before=[ReserveFragments(n_new)],
-            finish=number_new_fragments,
+            assign_ids=assign_ids,
             # groups a concurrent commit changed were dropped: plan them again
             rerun_after=lambda result: bool(result.transaction.operation.dropped_groups),
             metrics_after=committed_metrics,

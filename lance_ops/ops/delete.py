@@ -3,11 +3,18 @@
 Spark evaluates the condition over just the columns it references (plus the
 row address); per touched fragment an executor unions the matched offsets into
 the deletion vector and writes the new deletion file; fragments left without
-live rows are dropped (``deleted_fragment_ids``). A delete matching nothing
-still commits an empty Delete, as pylance does.
+live rows are dropped (``deleted_fragment_ids``). A delete matching nothing commits
+nothing (its CommitInfo has ``version`` None and ``numDeletedRows`` 0), as
+Delta's -- pylance commits an empty Delete.
+
+Metrics carry Delta's DELETE names (``numDeletedRows``, ``numRemovedFiles``:
+data files of fragments left without rows, ``numDeletionVectorsAdded``: the
+deletion files written, ``numAddedFiles``: 0 -- no data file is rewritten,
+``numCopiedRows``: 0) and Lance's fragment counts.
 """
 from __future__ import annotations
 
+import json
 import logging
 
 from pyspark.sql import functions as F
@@ -46,6 +53,7 @@ def delete(spark, snapshot: Snapshot, condition):
     """``prepare(snapshot) -> StagedCommit`` of a delete; bad SQL raises
     Spark's own error here, before any work."""
     predicate = describe(condition)
+    params = {"predicate": json.dumps([predicate] if condition is not None else [])}
     #: the analysis frame checked here -> its filter by the condition: a
     #: first attempt over the same columns reuses that analysis
     checked = {}
@@ -58,10 +66,11 @@ def delete(spark, snapshot: Snapshot, condition):
             ids = [f.id for f in snap.fragments]
             rows = snap.num_rows()
             op = Delete([], ids, predicate)
-            metrics = {"numDeletedRows": rows, "numRemovedFragments": len(ids), "numUpdatedFragments": 0,
-                       "numAddedFiles": 0, "bytesWritten": 0,
+            metrics = {"numDeletedRows": rows, "numRemovedFiles": sum(len(f.files) for f in snap.fragments),
+                       "numAddedFiles": 0, "numCopiedRows": 0, "numDeletionVectorsAdded": 0,
+                       "numRemovedFragments": len(ids), "numUpdatedFragments": 0, "bytesWritten": 0,
                        "numFragmentsScanned": 0, "numFragmentsSkipped": len(ids), "numRowsScanned": 0}
-            return StagedCommit(op, metrics, {"predicate": predicate})
+            return StagedCommit(op, metrics, params, empty=not ids)
         # Arrow path 1: the condition from Spark's analyzed plan (classic
         # sessions; any expression in the arrow_eval.catalyst subset).
         frame = analysis_frame(spark, snap)
@@ -76,7 +85,7 @@ def delete(spark, snapshot: Snapshot, condition):
                     ctx.journal = token  # (set before the task closure pickles ctx)
                     changes = run_arrow_changes(spark, groups, arrow_update_task(ctx, analyzed))
                 log_evaluation("delete", snap, "arrow")
-                return _staged(snap, changes, predicate, scanned_metrics(snap, groups), "arrow")
+                return _staged(snap, changes, predicate, params, scanned_metrics(snap, groups), "arrow")
             except ArrowEvalFallback as e:
                 log.info("delete %s v%s: %s; evaluating on Spark", snap.store.root, snap.version, e)
         # (the columns the condition reads: only the paths below need them)
@@ -95,28 +104,33 @@ def delete(spark, snapshot: Snapshot, condition):
             with journaled(snap.store) as token:  # (a failing task: no file of the others stays)
                 ctx.journal = token
                 changes = run_arrow_changes(spark, groups, arrow_delete_task(ctx, arrow))
-            return _staged(snap, changes, predicate, scanned_metrics(snap, groups), "arrow")
+            return _staged(snap, changes, predicate, params, scanned_metrics(snap, groups), "arrow")
         with SkipReport(snap) as report:
             frame = scan_frame(spark, snap, data_cols, meta, split_fragments=False, skip_report=report.path)
             requests = frame.where(as_column(condition)).select(ROW_ADDR, F.lit(DELETE).alias(ACTION))
             ctx = change_context(spark, snap, assigned=[])
             changes = run_aligned_changes(spark, requests, ctx)
             scanned = report.metrics()
-        return _staged(snap, changes, predicate, scanned, "spark")
+        return _staged(snap, changes, predicate, params, scanned, "spark")
 
     return prepare
 
 
-def _staged(snap: Snapshot, changes, predicate: str, scanned: dict, evaluation: str) -> StagedCommit:
+def _staged(snap: Snapshot, changes, predicate: str, params: dict, scanned: dict, evaluation: str) -> StagedCommit:
     updated = changes.updated_fragments(snap)
-    op = Delete(updated, sorted(changes.removed), predicate, affected_rows=changes.affected)
+    removed = sorted(changes.removed)
+    op = Delete(updated, removed, predicate, affected_rows=changes.affected)
+    gone = set(removed)
     metrics = {
         "numDeletedRows": changes.deleted_rows,
-        "numRemovedFragments": len(changes.removed),
+        "numRemovedFiles": sum(len(f.files) for f in snap.fragments if f.id in gone),
+        "numAddedFiles": 0,
+        "numCopiedRows": 0,
+        "numDeletionVectorsAdded": len(updated),
+        "numRemovedFragments": len(removed),
         "numUpdatedFragments": len(updated),
-        "numAddedFiles": len(updated),
         "bytesWritten": changes.deletion_bytes(snap.store),
         **scanned,
         "evaluation": evaluation,
     }
-    return StagedCommit(op, metrics, {"predicate": predicate})
+    return StagedCommit(op, metrics, params, empty=not updated and not removed)

@@ -49,6 +49,7 @@ from ..spark.rowchanges import ACTION, DELETE, INSERT_ACTION, MATCH_MARK, SOURCE
 from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_ROWS, Merge, Update
 from ..txn.pipeline import StagedCommit
+from . import args
 from .columns import schema_with_new_fields
 from .common import guarded
 from .dml import change_context, run_grouped_changes, run_merge_aligned
@@ -76,69 +77,141 @@ class Clause:
     assignments: dict | None = None
     all_columns: bool = False
 
-    def describe(self) -> str:
-        what = self.action + ("All" if self.all_columns else "")
-        cond = f" if {describe(self.condition)}" if self.condition is not None else ""
-        sets = ""
-        if self.assignments and not self.all_columns:
-            sets = " " + ", ".join(f"{c} = {describe(v)}" for c, v in self.assignments.items())
-        return f"{self.kind}: {what}{sets}{cond}"
-
 
 class MergeBuilder:
-    """Built by ``LanceTable.merge(source, condition)``; run by ``execute()``."""
+    """Built by ``LanceTable.merge(source, condition)``; run by ``execute()``.
+    Arguments are checked as each method is called (TypeError / ValueError,
+    as Delta's builder)."""
 
-    def __init__(self, table, source: DataFrame, condition):
-        if not isinstance(source, DataFrame):
-            raise InvalidArgumentError("merge source must be a Spark DataFrame")
+    def __init__(self, table, source: DataFrame, condition, target_alias: str | None = None):
         self._table = table
-        self._source = source
-        self._condition = condition
+        self._source = args.dataframe(source, "'source' in merge")
+        self._condition = args.condition(condition, "'condition' in merge", required=True)
+        self._target_alias = target_alias
         self._clauses: list[Clause] = []
         self._schema_evolution = False
 
     def _add(self, clause: Clause) -> "MergeBuilder":
-        if clause.assignments is not None and not clause.all_columns:
-            if not isinstance(clause.assignments, dict) or not clause.assignments:
-                raise InvalidArgumentError(f"{clause.kind} {clause.action} needs a non-empty dict of assignments")
         self._clauses.append(clause)
         return self
 
     def whenMatchedUpdate(self, condition=None, set: dict | None = None) -> "MergeBuilder":  # noqa: A002
-        return self._add(Clause(MATCHED, "update", condition, set or {}))
+        assignments = args.column_mapping(set, "'set' in whenMatchedUpdate")  # (first, as Delta)
+        return self._add(Clause(MATCHED, "update", args.condition(condition), assignments))
 
     def whenMatchedUpdateAll(self, condition=None) -> "MergeBuilder":
-        return self._add(Clause(MATCHED, "update", condition, None, True))
+        return self._add(Clause(MATCHED, "update", args.condition(condition), None, True))
 
     def whenMatchedDelete(self, condition=None) -> "MergeBuilder":
-        return self._add(Clause(MATCHED, "delete", condition))
+        return self._add(Clause(MATCHED, "delete", args.condition(condition)))
 
     def whenNotMatchedInsert(self, condition=None, values: dict | None = None) -> "MergeBuilder":
-        return self._add(Clause(NOT_MATCHED, "insert", condition, values or {}))
+        values = args.column_mapping(values, "'values' in whenNotMatchedInsert")
+        return self._add(Clause(NOT_MATCHED, "insert", args.condition(condition), values))
 
     def whenNotMatchedInsertAll(self, condition=None) -> "MergeBuilder":
-        return self._add(Clause(NOT_MATCHED, "insert", condition, None, True))
+        return self._add(Clause(NOT_MATCHED, "insert", args.condition(condition), None, True))
 
     def whenNotMatchedBySourceUpdate(self, condition=None, set: dict | None = None) -> "MergeBuilder":  # noqa: A002
-        return self._add(Clause(NOT_MATCHED_BY_SOURCE, "update", condition, set or {}))
+        assignments = args.column_mapping(set, "'set' in whenNotMatchedBySourceUpdate")
+        return self._add(Clause(NOT_MATCHED_BY_SOURCE, "update", args.condition(condition), assignments))
 
     def whenNotMatchedBySourceDelete(self, condition=None) -> "MergeBuilder":
-        return self._add(Clause(NOT_MATCHED_BY_SOURCE, "delete", condition))
+        return self._add(Clause(NOT_MATCHED_BY_SOURCE, "delete", args.condition(condition)))
 
     def withSchemaEvolution(self) -> "MergeBuilder":
         """Let updateAll / insertAll add source columns the target lacks (as
-        nullable columns, committed first as a schema-only version)."""
+        nullable columns, committed first as a schema-only version), and
+        accept a source that lacks some target columns: inserted rows get
+        NULL there, updated rows keep their value (Delta's rules)."""
         self._schema_evolution = True
         return self
 
     def execute(self, commitProperties: dict | None = None, expectations=None):
-        """Run the merge; returns a CommitInfo. ``expectations``: a
-        great_expectations suite the written rows must pass before the commit."""
+        """Run the merge; returns Delta's result: a one-row DataFrame
+        ``num_affected_rows, num_updated_rows, num_deleted_rows,
+        num_inserted_rows`` (``t.lastCommit()`` is the CommitInfo).
+        ``expectations``: a great_expectations suite the written rows must
+        pass before the commit."""
+        from .shapes import merge_frame
+
         t = self._table
         t._writable()
-        t.snapshot.new_data_file_version("merge")
-        prepare = merge(t._spark, t.snapshot, self._source, self._condition, list(self._clauses), self._schema_evolution)
-        return t._run("merge", prepare, commitProperties, expectations)
+        snap = t.snapshot
+        snap.new_data_file_version("merge")
+        aliases = resolve_aliases(self._target_alias, self._source, self._condition, self._clauses)
+        clauses = [c if c.all_columns or c.assignments is None else
+                   Clause(c.kind, c.action, c.condition, target_keys(c.assignments, aliases[0], snap.schema.names))
+                   for c in self._clauses]
+        prepare = merge(t._spark, snap, self._source, self._condition, clauses, self._schema_evolution, aliases)
+        info = t._run("merge", prepare, commitProperties, expectations, start=snap, operation="MERGE")
+        return merge_frame(t._spark, info)
+
+
+def _texts(condition, clauses: list[Clause]) -> list[str]:
+    out = [describe(condition)]
+    for c in clauses:
+        if c.condition is not None:
+            out.append(describe(c.condition))
+        for v in (c.assignments or {}).values():
+            out.append(describe(v))
+    return out
+
+
+def _qualifiers(texts: list[str]) -> list[str]:
+    """Table qualifiers of the column references in SQL texts, most used first."""
+    import sqlglot
+    from sqlglot import exp
+
+    counts: dict[str, int] = {}
+    for text in texts:
+        try:
+            tree = sqlglot.parse_one(text, read="spark")
+        except Exception:
+            continue
+        for col in tree.find_all(exp.Column):
+            if col.table:
+                counts[col.table] = counts.get(col.table, 0) + 1
+    return sorted(counts, key=lambda q: -counts[q])
+
+
+def resolve_aliases(target_alias: str | None, source: DataFrame, condition, clauses: list[Clause]) -> tuple[str, str]:
+    """(target alias, source alias) of a merge: the target's from
+    ``t.alias(...)`` (default ``t``); the source's is the qualifier the
+    condition and clauses use for a side other than the target -- Delta reads
+    it from ``source.alias(...)``, which a DataFrame does not tell through
+    the public API, so a candidate is checked by resolving ``alias.*``
+    against the source (default ``s``)."""
+    ta = target_alias or "t"
+    candidates = [q for q in _qualifiers(_texts(condition, clauses)) if q.lower() != ta.lower()]
+    if not candidates or any(q.lower() == "s" for q in candidates):
+        return ta, "s"
+    if len(candidates) == 1:
+        return ta, candidates[0]
+    for q in candidates:
+        try:
+            _ = source.select(F.col(f"{sql.quoted(q)}.*")).schema
+            return ta, q
+        except Exception:
+            continue
+    return ta, candidates[0]
+
+
+def target_keys(assignments: dict, target_alias: str, columns: list[str]) -> dict:
+    """``set`` / ``values`` keys as target column names: ``"t.x"`` (the
+    target's alias, optionally back-quoted) means column ``x``, as Delta
+    accepts; a column whose name has a dot keeps it."""
+    out = {}
+    for key, value in assignments.items():
+        name = key
+        if key not in columns:
+            parts = [p.strip("`") for p in re.split(r"\.(?=(?:[^`]*`[^`]*`)*[^`]*$)", key)]
+            if len(parts) == 2 and parts[0].lower() == target_alias.lower():
+                name = parts[1]
+            elif len(parts) == 1:
+                name = parts[0]
+        out[name] = value
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -146,14 +219,23 @@ class MergeBuilder:
 
 def _new_columns(snapshot: Snapshot, source: DataFrame, clauses: list[Clause], evolve: bool) -> list:
     """Check the column mapping; the source columns schema evolution adds
-    (empty without ``withSchemaEvolution()``)."""
+    (empty without ``withSchemaEvolution()``). With it, an updateAll /
+    insertAll source may also lack target columns: inserted rows get NULL
+    there and updated rows keep their value (Delta's rule) -- a NOT NULL
+    column an insert would leave NULL is an error."""
     table_cols = snapshot.schema.names
     src_cols = source.columns
     extra = []
     if any(c.all_columns for c in clauses):
         missing = [c for c in table_cols if c not in src_cols]
-        if missing:
-            raise SchemaMismatchError(f"updateAll/insertAll: the source has no column(s) {missing} of the target")
+        if missing and not evolve:
+            raise SchemaMismatchError(
+                f"updateAll/insertAll: the source has no column(s) {missing} of the target; use "
+                "withSchemaEvolution() to leave them unchanged in updated rows and NULL in inserted ones"
+            )
+        required = [c for c in missing if not snapshot.schema.field(c).nullable]
+        if required and any(c.all_columns and c.action == "insert" for c in clauses):
+            raise SchemaMismatchError(f"insertAll: the source has no column(s) {required}, which are NOT NULL")
         extra = [c for c in src_cols if c not in table_cols]
         if extra and not evolve:
             raise SchemaMismatchError(
@@ -208,7 +290,8 @@ FOOTER_STATS = "spark.lance_ops.merge.sourceFooterStats.enabled"
 DEFAULT_BROADCAST_SOURCE_ROWS = 2_000_000
 
 
-def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list[Clause], schema_evolution: bool):
+def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list[Clause], schema_evolution: bool,
+          aliases: tuple[str, str] = ("t", "s")):
     """``prepare(snapshot) -> StagedCommit`` of a merge. Everything is checked
     before anything is written: the column mapping here, and every clause's
     SQL analyzed by Spark against the target as schema evolution will leave
@@ -226,7 +309,7 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
     #: per version: (the target columns read, the clauses' Columns, how that
     #: analysis read the plan -- reported again when a re-run reuses it)
     analyzed: dict[int, tuple] = {}
-    params = {"condition": describe(condition), "clauses": " | ".join(c.describe() for c in clauses)}
+    params = delta_parameters(condition, clauses)
     if new_fields:
         params["addedColumns"] = ", ".join(f.name for f in new_fields)
     limit = int(spark.conf.get("spark.lance_ops.merge.broadcastSourceRows", str(DEFAULT_BROADCAST_SOURCE_ROWS)))
@@ -236,7 +319,8 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
         specs = specs_for(disk)
         # (the columns read and the clauses' values: from an earlier attempt at the same version)
         narrow, assignments, analyzed_how = analyzed.get(disk.version, (None, None, ()))
-        plan = MergePlan(spark, snap, source, condition, clauses, disk=disk, checks=specs, assignments=assignments)
+        plan = MergePlan(spark, snap, source, condition, clauses, disk=disk, checks=specs, assignments=assignments,
+                         aliases=aliases)
         try:
             for how in analyzed_how:
                 record_inspection(how)
@@ -272,11 +356,23 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
             affected_rows=changes.affected,
             description=run_params,
         )
+        inserted, updated, deleted = changes.inserted_rows(), changes.updated_rows, changes.deleted_rows
+        gone = set(changes.removed)
         metrics = {
+            # Delta's MERGE metrics
             "numSourceRows": source_rows,
-            "numInsertedRows": changes.inserted_rows(),
-            "numUpdatedRows": changes.updated_rows,
-            "numDeletedRows": changes.deleted_rows,
+            "numTargetRowsInserted": inserted,
+            "numTargetRowsUpdated": updated,
+            "numTargetRowsDeleted": deleted,
+            "numTargetRowsCopied": 0,
+            "numOutputRows": inserted + updated,
+            "numTargetFilesAdded": sum(len(f.files) for f in op.new_fragments),
+            "numTargetFilesRemoved": sum(len(f.files) for f in snap.fragments if f.id in gone),
+            "numTargetDeletionVectorsAdded": len(op.updated_fragments),
+            # lance_ops' names of every DML (the API contract's), and Lance's
+            "numInsertedRows": inserted,
+            "numUpdatedRows": updated,
+            "numDeletedRows": deleted,
             "numRemovedFragments": len(changes.removed),
             "numUpdatedFragments": len(op.updated_fragments),
             "numAddedFragments": len(op.new_fragments),
@@ -285,7 +381,8 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
             **scanned,
         }
         if add_columns is None:
-            return guarded(StagedCommit(op, metrics, run_params), disk)
+            empty = not op.new_fragments and not op.updated_fragments and not op.removed_fragment_ids
+            return guarded(StagedCommit(op, metrics, run_params, empty=empty), disk)
         metrics["numAddedColumns"] = len(new_fields)
         return guarded(StagedCommit(
             op, metrics, run_params, before=[add_columns],
@@ -293,6 +390,29 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
         ), disk)
 
     return prepare
+
+
+def delta_parameters(condition, clauses: list[Clause]) -> dict[str, str]:
+    """Delta's MERGE operationParameters: ``predicate`` (a JSON list), and per
+    clause kind a JSON list of ``{"predicate": ..., "actionType": ...}``."""
+    import json
+
+    def kind(k: str) -> str:
+        out = []
+        for c in clauses:
+            if c.kind != k:
+                continue
+            action = c.action + ("All" if c.all_columns else "")
+            out.append({**({"predicate": describe(c.condition)} if c.condition is not None else {}),
+                        "actionType": action})
+        return json.dumps(out)
+
+    return {
+        "predicate": json.dumps([describe(condition)]),
+        "matchedPredicates": kind(MATCHED),
+        "notMatchedPredicates": kind(NOT_MATCHED),
+        "notMatchedBySourcePredicates": kind(NOT_MATCHED_BY_SOURCE),
+    }
 
 
 #: Words in a condition or value that may mean a subquery (``IN (SELECT
@@ -339,8 +459,12 @@ class MergePlan:
     """
 
     def __init__(self, spark, snap: Snapshot, source: DataFrame, condition, clauses: list[Clause],
-                 disk: Snapshot | None = None, checks: list | None = None, assignments: list[dict] | None = None):
+                 disk: Snapshot | None = None, checks: list | None = None, assignments: list[dict] | None = None,
+                 aliases: tuple[str, str] = ("t", "s")):
         self.spark, self.snap, self.source = spark, snap, source
+        #: The target's and the source's alias (``t`` and ``s`` unless the
+        #: caller named them: ``t.alias("events").merge(src.alias("updates"), ...)``).
+        self.ta, self.sa = aliases
         #: Table CHECK constraints, evaluated over the rows as written.
         self.checks = checks or []
         #: Columns they reference (their old values fill in for updates).
@@ -356,7 +480,8 @@ class MergePlan:
         self.assignments: list[dict] = assignments or []
         for c in clauses if assignments is None else ():
             if c.all_columns:
-                self.assignments.append({col: sql.column(col, "s") for col in self.table_cols})
+                src_cols = set(source.columns)  # (schema evolution: a missing column is left alone / NULL)
+                self.assignments.append({col: sql.column(col, self.sa) for col in self.table_cols if col in src_cols})
             else:
                 # (SQL strings stay text: see lance_ops.spark.sqltext)
                 self.assignments.append({k: v if isinstance(v, str) else as_column(v)
@@ -389,10 +514,10 @@ class MergePlan:
         MATCHED clauses see the target and the source, NOT MATCHED (insert)
         clauses the source only, NOT MATCHED BY SOURCE clauses the target
         only -- for strings and Columns alike, whatever the strategy."""
-        t_empty = empty_frame(self.spark, table_spark_schema(self.snap, [ROW_ADDR])).alias("t")
+        t_empty = empty_frame(self.spark, table_spark_schema(self.snap, [ROW_ADDR])).alias(self.ta)
         # (a frame of its own, never the cached one: a source with the
         # target's very schema must not join a plan with itself)
-        s_empty = self.spark.createDataFrame([], self.source.schema).alias("s")
+        s_empty = self.spark.createDataFrame([], self.source.schema).alias(self.sa)
         joined = t_empty.join(s_empty, as_column(self.condition), "fullouter")
         scope = {MATCHED: joined, NOT_MATCHED: s_empty, NOT_MATCHED_BY_SOURCE: t_empty}
         in_scope = {MATCHED: [self.condition], NOT_MATCHED: [], NOT_MATCHED_BY_SOURCE: []}
@@ -403,7 +528,7 @@ class MergePlan:
                 in_scope[c.kind] += exprs
         referenced: set[str] = set()
         for kind in (MATCHED, NOT_MATCHED_BY_SOURCE):  # (insert clauses read no target column)
-            cols = referenced_alias_columns(scope[kind], in_scope[kind], "t", t_empty)
+            cols = referenced_alias_columns(scope[kind], in_scope[kind], self.ta, t_empty)
             if cols is None:
                 referenced = set(self.table_cols)
                 break
@@ -458,7 +583,7 @@ class MergePlan:
         if broadcast:
             self.strategy = "broadcast"
             # the source with the insert clauses' values (built once, if needed)
-            scoped = functools.cache(lambda: self._scoped(src, NOT_MATCHED, "s"))
+            scoped = functools.cache(lambda: self._scoped(src, NOT_MATCHED, self.sa))
 
             aligned, candidates = self._aligned_requests(target, src, scoped, cond)
 
@@ -474,8 +599,8 @@ class MergePlan:
                 return requests, F.expr(k)
 
             return MergeWork(source_rows, grouped, aligned, candidates)
-        src = self._scoped(src, NOT_MATCHED, "s").withColumn(S_PRESENT, F.lit(True))
-        t, s = target.withColumn(T_PRESENT, F.lit(True)).alias("t"), src.alias("s")
+        src = self._scoped(src, NOT_MATCHED, self.sa).withColumn(S_PRESENT, F.lit(True))
+        t, s = target.withColumn(T_PRESENT, F.lit(True)).alias(self.ta), src.alias(self.sa)
         if NOT_MATCHED_BY_SOURCE in self.kinds and NOT_MATCHED in self.kinds:
             joined = t.join(s, cond, "full_outer")
         elif NOT_MATCHED_BY_SOURCE in self.kinds:
@@ -484,11 +609,11 @@ class MergePlan:
             joined = s.join(t, cond, "left_outer")
         else:
             joined = t.join(s, cond, "inner")
-        t_in, s_in = sql.column(T_PRESENT, "t") + " IS NOT NULL", sql.column(S_PRESENT, "s") + " IS NOT NULL"
-        t_out, s_out = sql.column(T_PRESENT, "t") + " IS NULL", sql.column(S_PRESENT, "s") + " IS NULL"
+        t_in, s_in = sql.column(T_PRESENT, self.ta) + " IS NOT NULL", sql.column(S_PRESENT, self.sa) + " IS NOT NULL"
+        t_out, s_out = sql.column(T_PRESENT, self.ta) + " IS NULL", sql.column(S_PRESENT, self.sa) + " IS NULL"
         presence = {MATCHED: sql.and_(t_in, s_in), NOT_MATCHED: sql.and_(s_in, t_out),
                     NOT_MATCHED_BY_SOURCE: sql.and_(t_in, s_out)}
-        requests = self._select(joined, presence, sql.column(ROW_ADDR, "t"))
+        requests = self._select(joined, presence, sql.column(ROW_ADDR, self.ta))
         return MergeWork(source_rows, lambda: (requests, F.expr(key)))
 
     def _source_bounds(self, src: DataFrame) -> SourceBounds:
@@ -498,7 +623,7 @@ class MergePlan:
         on_disk = set(self.disk.schema.names)
         keys = []
         if NOT_MATCHED_BY_SOURCE not in self.kinds:
-            keys = [(t, s) for t, s in equi_keys(describe(self.condition), self.table_cols, src.columns) if t in on_disk]
+            keys = [(t, s) for t, s in equi_keys(describe(self.condition), self.table_cols, src.columns, (self.ta, self.sa)) if t in on_disk]
         use_filter = str(self.spark.conf.get("spark.lance_ops.merge.keyFilter.enabled", "true")).lower() == "true"
 
         def bounds(footers=None):
@@ -561,7 +686,7 @@ class MergePlan:
         for c in narrow:
             if c not in on_disk:  # added by schema evolution: null in every existing row
                 target = target.withColumn(c, F.lit(None).cast(self.types[c]))
-        return self._scoped(target, NOT_MATCHED_BY_SOURCE, "t")
+        return self._scoped(target, NOT_MATCHED_BY_SOURCE, self.ta)
 
     def scan_metrics(self) -> dict:
         """What the target scan read (numFragmentsScanned/Skipped, numRowsScanned)."""
@@ -643,10 +768,10 @@ class MergePlan:
         the bare source: matched clauses never read the insert clauses'
         values, which only ``scoped()`` (the candidates' source) computes."""
         joined, presence = self._broadcast_join(target, src, cond)
-        requests = self._select(joined, presence, sql.column(ROW_ADDR, "t"), keep_matched=True)
+        requests = self._select(joined, presence, sql.column(ROW_ADDR, self.ta), keep_matched=True)
         if NOT_MATCHED not in self.kinds:
             return requests, None
-        return requests, lambda: self._select(scoped().alias("s"), {NOT_MATCHED: None}, "CAST(NULL AS BIGINT)",
+        return requests, lambda: self._select(scoped().alias(self.sa), {NOT_MATCHED: None}, "CAST(NULL AS BIGINT)",
                                               source_id=True)
 
     def _broadcast_join(self, target: DataFrame, src: DataFrame, cond) -> tuple[DataFrame, dict]:
@@ -654,10 +779,10 @@ class MergePlan:
         the presence condition of each clause kind it covers)."""
         if NOT_MATCHED_BY_SOURCE not in self.kinds:
             # an inner join: every row is a matched pair (presence None: always)
-            return target.alias("t").join(F.broadcast(src.alias("s")), cond, "inner"), {MATCHED: None}
-        s = F.broadcast(src.withColumn(S_PRESENT, F.lit(True)).alias("s"))
-        s_in = sql.column(S_PRESENT, "s")
-        return (target.alias("t").join(s, cond, "left_outer"),
+            return target.alias(self.ta).join(F.broadcast(src.alias(self.sa)), cond, "inner"), {MATCHED: None}
+        s = F.broadcast(src.withColumn(S_PRESENT, F.lit(True)).alias(self.sa))
+        s_in = sql.column(S_PRESENT, self.sa)
+        return (target.alias(self.ta).join(s, cond, "left_outer"),
                 {MATCHED: f"{s_in} IS NOT NULL", NOT_MATCHED_BY_SOURCE: f"{s_in} IS NULL"})
 
     def _broadcast_requests(self, target: DataFrame, src: DataFrame, cond) -> tuple[DataFrame, bool]:
@@ -673,9 +798,9 @@ class MergePlan:
         One scan of the target, one shuffle, no checkpoint."""
         joined, presence = self._broadcast_join(target, src, cond)
         if NOT_MATCHED not in self.kinds:
-            return self._select(joined, presence, sql.column(ROW_ADDR, "t")), False
-        target_side = self._select(joined, presence, sql.column(ROW_ADDR, "t"), markers=True)
-        candidates = self._select(src.alias("s"), {NOT_MATCHED: None}, "CAST(NULL AS BIGINT)", source_id=True)
+            return self._select(joined, presence, sql.column(ROW_ADDR, self.ta)), False
+        target_side = self._select(joined, presence, sql.column(ROW_ADDR, self.ta), markers=True)
+        candidates = self._select(src.alias(self.sa), {NOT_MATCHED: None}, "CAST(NULL AS BIGINT)", source_id=True)
         return target_side.unionByName(candidates), True
 
     def _select(self, joined: DataFrame, presence: dict, rowaddr, markers: bool = False,
@@ -717,9 +842,9 @@ class MergePlan:
                     # keeps its old value in this clause (columns no clause
                     # assigns are read back from the fragment by the task; the
                     # old value here feeds the constraint checks)
-                    values.append((hits[i], sql.column(col, "t")))  # (read with the table's type)
+                    values.append((hits[i], sql.column(col, self.ta)))  # (read with the table's type)
             columns.append(sql.aliased(sql.case_when(values) if values else sql.null_of(self.types[col]), col))
-        extra = [sql.aliased(sql.column(SOURCE_ID, "s"), SOURCE_ID)] if markers or source_id or keep_matched else []
+        extra = [sql.aliased(sql.column(SOURCE_ID, self.sa), SOURCE_ID)] if markers or source_id or keep_matched else []
         if markers:
             request = F.struct(as_column(rowaddr).cast("long").alias(ROW_ADDR), as_column(action).alias(ACTION))
             mark = F.struct(F.lit(None).cast("long").alias(ROW_ADDR), F.lit(MATCH_MARK).alias(ACTION))

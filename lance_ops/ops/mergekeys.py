@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 _NAME = r"`?([A-Za-z_][A-Za-z0-9_]*)`?"
-_SIDE = rf"`?([tTsS])`?\.{_NAME}"
+_SIDE = rf"`?([A-Za-z_][A-Za-z0-9_]*)`?\.{_NAME}"
 _EQ = re.compile(rf"^{_SIDE}\s*==?\s*{_SIDE}$")
 #: Spark types whose bounds make exact literals (floats are left out: NaN and
 #: -0.0 make a range filter on them subtler than it is worth for join keys).
@@ -115,9 +115,12 @@ def top_level_conjuncts(text: str) -> list[str] | None:
     return [_strip_parens(p) for p in parts]
 
 
-def equi_keys(condition_text: str, target_cols: list[str], source_cols: list[str]) -> list[tuple[str, str]]:
+def equi_keys(condition_text: str, target_cols: list[str], source_cols: list[str],
+              aliases: tuple[str, str] = ("t", "s")) -> list[tuple[str, str]]:
     """(target column, source column) pairs the condition equates as
-    top-level conjuncts (names resolved case-insensitively, as Spark does)."""
+    top-level conjuncts (names resolved case-insensitively, as Spark does;
+    ``aliases``: the target's and the source's qualifiers)."""
+    ta, sa = aliases[0].lower(), aliases[1].lower()
     conj = top_level_conjuncts(condition_text or "")
     if not conj:
         return []
@@ -130,9 +133,9 @@ def equi_keys(condition_text: str, target_cols: list[str], source_cols: list[str
             continue
         (a, ac, b, bc) = m.groups()
         sides = {a.lower(): ac.lower(), b.lower(): bc.lower()}
-        if set(sides) != {"t", "s"}:
+        if set(sides) != {ta, sa}:
             continue
-        t, s = tmap.get(sides["t"]), smap.get(sides["s"])
+        t, s = tmap.get(sides[ta]), smap.get(sides[sa])
         if t and s and (t, s) not in out:
             out.append((t, s))
     return out

@@ -4,10 +4,15 @@ The old copies are deleted through deletion vectors (REWRITE_ROWS, as pylance's
 update does). With stable row ids a moved row keeps its ``_rowid`` and
 ``_row_created_at_version``; its ``_row_last_updated_at_version`` becomes the
 new version. Values are Spark SQL strings or Columns, evaluated with the old
-row's values and cast to the column's type (Spark's rules and errors).
+row's values and cast to the column's type (Spark's rules and errors). An
+update matching no row commits nothing (CommitInfo ``version`` None), as
+Delta's. Metrics carry Delta's UPDATE names (``numUpdatedRows``,
+``numAddedFiles``: data files of the moved rows, ``numRemovedFiles``,
+``numDeletionVectorsAdded``, ``numCopiedRows``: 0) and Lance's fragment counts.
 """
 from __future__ import annotations
 
+import json
 import logging
 
 from pyspark.sql import functions as F
@@ -84,7 +89,8 @@ def update(spark, snapshot: Snapshot, condition, assignments: dict):
     frame = analysis_frame(spark, snapshot)  # bad SQL fails here, before any work
     check_condition(frame, condition)
     frame.select(*assignment_columns(snapshot, assignments))
-    params = {"predicate": predicate, "set": ", ".join(f"{c} = {describe(v)}" for c, v in assignments.items())}
+    params = {"predicate": json.dumps([predicate] if condition is not None else []),
+              "set": ", ".join(f"{c} = {describe(v)}" for c, v in assignments.items())}
 
     def prepare(snap: Snapshot) -> StagedCommit:
         specs = specs_for(snap)
@@ -147,15 +153,20 @@ def _staged(snap: Snapshot, changes, assignments: dict, params: dict, scanned: d
         affected_rows=changes.affected,
         description=params,
     )
+    gone = set(changes.removed)
     metrics = {
         "numUpdatedRows": changes.updated_rows,
+        "numAddedFiles": sum(len(f.files) for f in op.new_fragments),
+        "numRemovedFiles": sum(len(f.files) for f in snap.fragments if f.id in gone),
+        "numDeletionVectorsAdded": len(op.updated_fragments),
+        "numCopiedRows": 0,
         "numRemovedFragments": len(changes.removed),
         "numUpdatedFragments": len(op.updated_fragments),
         "numAddedFragments": len(op.new_fragments),
-        "numAddedFiles": len(op.updated_fragments) + sum(len(f.files) for f in op.new_fragments),
         "bytesWritten": changes.deletion_bytes(snap.store)
         + sum(df.file_size_bytes for f in op.new_fragments for df in f.files),
         **scanned,
         "evaluation": evaluation,
     }
-    return guarded(StagedCommit(op, metrics, params), snap)
+    empty = not op.new_fragments and not op.updated_fragments and not op.removed_fragment_ids
+    return guarded(StagedCommit(op, metrics, params, empty=empty), snap)

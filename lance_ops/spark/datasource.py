@@ -164,7 +164,7 @@ class ReadOptions:
         storage = {k[len("storage."):]: v for k, v in dict(options).items() if k.lower().startswith("storage.")}
         return cls(
             path=path,
-            version=opts.get("version"),
+            version=opts.get("version") or opts.get("versionasof"),  # (Delta's name too)
             branch=opts.get("branch") or None,
             # ("" = no data columns: metadata columns only, e.g. for count(*))
             columns=[c.strip() for c in cols.split(",") if c.strip()] if cols is not None else None,
@@ -669,6 +669,9 @@ class LanceDataSourceWriter(DataSourceArrowWriter):
         #: Delta's idempotent writes: options txnAppId + txnVersion.
         self.txn = TxnId.of(opts.get("txnappid"), opts.get("txnversion"))
         self.snapshot = latest_or_none(store)
+        #: Delta's ``mode`` of the WRITE in history (the save mode asked for,
+        #: also when an append creates the table)
+        self.save_mode = "Overwrite" if overwrite else "Append"
         self.plan = plan_write(
             store,
             schema,
@@ -709,11 +712,12 @@ class LanceDataSourceWriter(DataSourceArrowWriter):
 
         frags = [f for m in messages if m is not None for f in m.fragments]
         staged = staged_write(self.plan, frags)
+        staged.parameters["mode"] = getattr(self, "save_mode", staged.parameters.get("mode"))
         checks = [] if self.plan.exists else [must_not_exist]
         # (Spark may commit through an unpickled copy of this writer)
         read = open_snapshot(self.plan.store, self.plan.read_version) if self.plan.exists else None
         info = execute(self.plan.store, read, lambda snap: staged,
-                       WriteOptions(checks=checks, new_table=new_table(self.plan), txn=self.txn))
+                       WriteOptions(checks=checks, new_table=new_table(self.plan), operation="WRITE", txn=self.txn))
         if info.skipped:  # an idempotent write the table already holds: the new files are nobody's
             self.abort(messages)
 

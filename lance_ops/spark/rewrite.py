@@ -3,7 +3,7 @@
 Streams the group's fragments in order (deleted rows dropped, the table's
 current columns only) into new fragments; every row keeps its stable row id
 and both lineage versions. Returns the new fragments' metadata (ids are
-assigned by the driver from a ReserveFragments commit).
+assigned by the driver when it commits the Rewrite).
 """
 from __future__ import annotations
 

@@ -263,5 +263,9 @@ HISTORY_SCHEMA = T.StructType(
         T.StructField("userMetadata", T.MapType(T.StringType(), T.StringType()), True),
         T.StructField("writer", T.StringType(), True),
         T.StructField("transactionUuid", T.StringType(), True),
+        T.StructField("lanceOperation", T.StringType(), True),
+        T.StructField("isolationLevel", T.StringType(), True),
+        T.StructField("isBlindAppend", T.BooleanType(), True),
+        T.StructField("engineInfo", T.StringType(), True),
     ]
 )

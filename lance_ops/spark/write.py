@@ -228,16 +228,23 @@ def staged_write(plan: WritePlan, fragments: list[bytes], properties: dict | Non
         op = Append(frags)
     else:
         op = Overwrite(frags, plan.schema, config_upsert_values={str(k): str(v) for k, v in (properties or {}).items()})
+    rows = sum(f.physical_rows for f in frags)
+    files = sum(len(f.files) for f in frags)
+    size = sum(df.file_size_bytes for f in frags for df in f.files)
     metrics = {
-        "numInsertedRows": sum(f.physical_rows for f in frags),
-        "numAddedFragments": len(frags),
-        "numAddedFiles": sum(len(f.files) for f in frags),
-        "bytesWritten": sum(df.file_size_bytes for f in frags for df in f.files),
+        # Delta's WRITE metrics, then lance_ops' (the API's) names
+        "numFiles": files, "numOutputRows": rows, "numOutputBytes": size,
+        "numInsertedRows": rows, "numAddedFragments": len(frags), "numAddedFiles": files, "bytesWritten": size,
     }
     # Neither depends on the version it read: after a retryable conflict the
     # same files are committed on the latest version (a create is not: a
     # table that appeared meanwhile is not ours, see must_not_exist).
-    return StagedCommit(op, metrics, {"mode": plan.mode}, reusable=plan.exists)
+    params = {"mode": SAVE_MODES.get(plan.mode, plan.mode), "partitionBy": "[]"}
+    return StagedCommit(op, metrics, params, reusable=plan.exists)
+
+
+#: Delta's ``mode`` parameter of a WRITE (Spark's SaveMode names)
+SAVE_MODES = {"append": "Append", "overwrite": "Overwrite", "create": "ErrorIfExists"}
 
 
 def new_table(plan: WritePlan) -> NewTable:

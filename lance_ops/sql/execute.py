@@ -249,11 +249,9 @@ class Executor:
                 builder.whenNotMatchedInsert(cond, dict(zip(cols, vals)))
             else:
                 raise InvalidArgumentError(f"unsupported MERGE action {sql_of(then)}")
-        info = builder.execute(commitProperties=self.commit_properties)
-        m = info.metrics
-        upd, dele, ins = (int(m.get(k, 0)) for k in ("numUpdatedRows", "numDeletedRows", "numInsertedRows"))
+        result = builder.execute(commitProperties=self.commit_properties)
         self._write_done(t)
-        return R.frame(self.spark, R.MERGED, [(upd + dele + ins, upd, dele, ins)])
+        return result
 
     def _aligned(self, df, table_schema: T.StructType, columns: list[str] | None, by_name: bool):
         """The query's rows as the table's columns (Spark's INSERT rules: by
@@ -388,7 +386,7 @@ class Executor:
                     commitProperties=self.commit_properties, properties=config or None, **options,
                 )
                 if query_node is not None:
-                    n = int(t.lastCommit.metrics.get("numInsertedRows", 0))
+                    n = int(t.lastCommit().metrics.get("numInsertedRows", 0))
                     result = R.frame(self.spark, R.INSERTED, [(n, n)])
         elif not exists:
             raise TableNotFoundError(
@@ -559,15 +557,9 @@ class Executor:
             if name is None:
                 raise InvalidArgumentError(f"unknown OPTIMIZE option {k!r}; known: {sorted(OPTIMIZE_OPTIONS.values())}")
             kwargs[name] = v
-        info = t.optimize().executeCompaction(commitProperties=self.commit_properties, **kwargs)
+        result = t.optimize().executeCompaction(commitProperties=self.commit_properties, **kwargs)
         self._write_done(t)
-        m = info.metrics
-        metrics = (
-            int(m.get("filesAdded", 0)), int(m.get("filesRemoved", 0)), int(m.get("fragmentsAdded", 0)),
-            int(m.get("fragmentsRemoved", 0)), int(m.get("rowsRewritten", 0)), int(m.get("indicesNarrowed", 0)),
-            info.version,
-        )
-        return R.frame(self.spark, R.OPTIMIZED, [(t.uri, metrics)])
+        return result
 
     def _zorder(self, ref, args):
         """OPTIMIZE t ZORDER BY (...) [WITH (targetRowsPerFragment = n)]:
@@ -585,7 +577,7 @@ class Executor:
     def _vacuum(self, ref, args):
         t = self._writable(ref)
         hours = args["retain_hours"]
-        removed = t.vacuum(retentionHours=168 if hours is None else hours, dryRun=args["dry_run"])
+        removed = t.vacuumFiles(retentionHours=168 if hours is None else hours, dryRun=args["dry_run"])
         if args["dry_run"]:
             root = t.uri.rstrip("/")
             return R.frame(self.spark, R.VACUUMED, [(f"{root}/{p}",) for p in removed])
@@ -602,32 +594,18 @@ class Executor:
             if not isinstance(value, exp.Literal):
                 raise InvalidArgumentError(f"RESTORE ... VERSION AS OF needs a number or a tag, got {sql_of(value)}")
             version = value.this if value.is_string else int(value.this)
-        before = _data_files(t.snapshot)
-        info = t.restoreToVersion(version, commitProperties=self.commit_properties)
-        after = _data_files(t.snapshot)
-        removed = {p: s for p, s in before.items() if p not in after}
-        restored = {p: s for p, s in after.items() if p not in before}
+        result = t.restoreToVersion(version, commitProperties=self.commit_properties)
         self._write_done(t)
-        log.info("RESTORE %s to version %s committed version %s", t.uri, version, info.version)
-        row = (sum(after.values()), len(after), len(removed), len(restored), sum(removed.values()), sum(restored.values()))
-        return R.frame(self.spark, R.RESTORED, [row])
+        log.info("RESTORE %s to version %s committed version %s", t.uri, version, t.lastCommit().version)
+        return result
 
     def _history(self, ref, args):
         return self._read(ref).history(args.get("limit"))
 
     def _detail(self, ref, args):
         t = self._read(ref)
-        d = t.detail()
-        history = t.table.history()
-        first = history[-1] if history else {}
-        row = (
-            "lance", None, ref.name, None, d["location"], first.get("timestamp"), d["timestamp"], [], [],
-            sum(len(f.files) for f in t.snapshot.fragments), int(d["sizeInBytes"]), dict(d["config"]),
-            int(d["readerFeatureFlags"]), int(d["writerFeatureFlags"]), _features(d), int(d["version"]),
-            int(d["numFragments"]), int(d["numRows"]), int(d["numDeletedRows"]), d["dataFormatVersion"],
-            bool(d["stableRowIds"]), int(d["nextRowId"]), d["maxFragmentId"], int(d["numIndices"]), d["writerVersion"],
-        )
-        return R.frame(self.spark, R.DETAIL, [row])
+        t._name = ref.name
+        return t.detail()
 
     def _fragments(self, ref, args):
         return self._read(ref).fragments()
@@ -751,19 +729,6 @@ class Executor:
         t.unsetProperties(args["keys"], commitProperties=self.commit_properties, ifExists=args["if_exists"])
         self._write_done(t)
         return R.frame(self.spark, R.EMPTY, [])
-
-
-def _data_files(snapshot) -> dict[str, int]:
-    return {df.path: int(df.file_size_bytes) for f in snapshot.fragments for df in f.files}
-
-
-def _features(d: dict) -> list[str]:
-    out = []
-    if d.get("stableRowIds"):
-        out.append("stableRowIds")
-    if d.get("numIndices"):
-        out.append("indices")
-    return out
 
 
 def _str(v) -> str | None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pyspark.sql import types as T
 
+# Delta's result shapes the API returns too
+from ..ops.shapes import AFFECTED, DETAIL, INSERTED, MERGED, OPTIMIZED, RESTORED, VACUUMED  # noqa: F401
+
 L, S, D, B = T.LongType(), T.StringType(), T.DoubleType(), T.BooleanType()
 TS = T.TimestampType()
 
@@ -12,37 +15,6 @@ def _schema(*fields) -> T.StructType:
     return T.StructType([T.StructField(n, t, True) for n, t in fields])
 
 
-#: DELETE / UPDATE (Delta 2.x+)
-AFFECTED = _schema(("num_affected_rows", L))
-#: INSERT, CREATE TABLE AS SELECT, REPLACE TABLE AS SELECT
-INSERTED = _schema(("num_affected_rows", L), ("num_inserted_rows", L))
-#: MERGE
-MERGED = _schema(("num_affected_rows", L), ("num_updated_rows", L), ("num_deleted_rows", L), ("num_inserted_rows", L))
-#: OPTIMIZE: the table path and a metrics struct (Delta's names where Delta has
-#: the counterpart, Lance's fragments besides; ``version`` null = nothing to do)
-OPTIMIZE_METRICS = _schema(
-    ("numFilesAdded", L), ("numFilesRemoved", L), ("numFragmentsAdded", L), ("numFragmentsRemoved", L),
-    ("numRowsRewritten", L), ("numIndicesNarrowed", L), ("version", L),
-)
-OPTIMIZED = _schema(("path", S), ("metrics", OPTIMIZE_METRICS))
-#: VACUUM: the files it would delete (DRY RUN) or the table path
-VACUUMED = _schema(("path", S))
-#: RESTORE
-RESTORED = _schema(
-    ("table_size_after_restore", L), ("num_of_files_after_restore", L), ("num_removed_files", L),
-    ("num_restored_files", L), ("removed_files_size", L), ("restored_files_size", L),
-)
-#: DESCRIBE DETAIL: Delta's columns, then Lance's own
-DETAIL = T.StructType(
-    [T.StructField(n, t, True) for n, t in (
-        ("format", S), ("id", S), ("name", S), ("description", S), ("location", S), ("createdAt", TS),
-        ("lastModified", TS), ("partitionColumns", T.ArrayType(S)), ("clusteringColumns", T.ArrayType(S)),
-        ("numFiles", L), ("sizeInBytes", L), ("properties", T.MapType(S, S)), ("minReaderVersion", L),
-        ("minWriterVersion", L), ("tableFeatures", T.ArrayType(S)), ("version", L), ("numFragments", L),
-        ("numRows", L), ("numDeletedRows", L), ("dataFormatVersion", S), ("stableRowIds", B), ("nextRowId", L),
-        ("maxFragmentId", L), ("numIndices", L), ("writerVersion", S),
-    )]
-)
 #: DESCRIBE t (Spark's)
 DESCRIBED = _schema(("col_name", S), ("data_type", S), ("comment", S))
 #: SHOW TBLPROPERTIES (Spark's)

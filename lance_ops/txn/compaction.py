@@ -39,6 +39,8 @@ class CompactionOptions:
     #: Like pylance's max_source_fragments: groups are taken in table order
     #: while their total stays within the limit.
     max_source_fragments: int | None = None
+    #: Only these fragments are candidates (``optimize().where(...)``); None: all.
+    fragment_ids: frozenset | None = None
 
     def check(self) -> None:
         if self.target_rows_per_fragment <= 0 or self.max_rows_per_fragment <= 0:
@@ -75,7 +77,9 @@ def plan_groups(fragments, coverage: dict[int, frozenset], opts: CompactionOptio
         phys = frag.physical_rows
         deleted = frag.deletion_file.num_deleted_rows if frag.HasField("deletion_file") else 0
         reason = None
-        if opts.materialize_deletions and phys and deleted / phys > opts.materialize_deletions_threshold:
+        if opts.fragment_ids is not None and frag.id not in opts.fragment_ids:
+            pass  # (not selected by optimize().where: ends a bin like any non-candidate)
+        elif opts.materialize_deletions and phys and deleted / phys > opts.materialize_deletions_threshold:
             reason = "deletions"
         elif phys < target:
             reason = "small"
@@ -120,13 +124,31 @@ def plan_groups(fragments, coverage: dict[int, frozenset], opts: CompactionOptio
 
 
 def group_metrics(groups: list[RewriteGroup]) -> dict:
-    """Counts of a Rewrite's groups (what history() and CommitInfo show)."""
+    """Counts of a Rewrite's groups (what the CommitInfo, history() and the
+    OPTIMIZE result show), under Delta's OPTIMIZE metric names where Delta has
+    the counterpart -- files are data files; a deletion file a compaction
+    materializes is a removed "deletion vector" -- and Lance's own besides
+    (fragments, rows rewritten)."""
     old = [f for g in groups for f in g.old_fragments]
     new = [f for g in groups for f in g.new_fragments]
-    return {
-        "fragmentsRemoved": len(old),
-        "fragmentsAdded": len(new),
-        "filesRemoved": sum(len(f.files) + (1 if f.HasField("deletion_file") else 0) for f in old),
-        "filesAdded": sum(len(f.files) for f in new),
-        "rowsRewritten": sum(f.physical_rows for f in new),
+    added = sorted(int(df.file_size_bytes) for f in new for df in f.files)
+    removed = [int(df.file_size_bytes) for f in old for df in f.files]
+    out = {
+        "numAddedFiles": len(added),
+        "numRemovedFiles": len(removed),
+        "numAddedBytes": sum(added),
+        "numRemovedBytes": sum(removed),
+        "numDeletionVectorsRemoved": sum(1 for f in old if f.HasField("deletion_file")),
+        "numRemovedFragments": len(old),
+        "numAddedFragments": len(new),
+        "numRowsRewritten": sum(f.physical_rows for f in new),
     }
+    if added:
+        out.update(minFileSize=added[0], maxFileSize=added[-1], p25FileSize=_percentile(added, 0.25),
+                   p50FileSize=_percentile(added, 0.5), p75FileSize=_percentile(added, 0.75))
+    return out
+
+
+def _percentile(ordered: list[int], q: float) -> int:
+    """Nearest-rank percentile of sorted sizes."""
+    return ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))]

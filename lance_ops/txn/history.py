@@ -1,28 +1,51 @@
 """history() and detail(): metadata only, read without Spark.
 
 ``history()`` has one row per version, newest first, built from each version's
-manifest (timestamp) and transaction (operation, read version, parameters).
-Metrics are what lance_ops recorded in the transaction's properties; for
-versions written by pylance they are derived from the transaction (added /
-removed fragments) where that is possible. ``userMetadata`` holds the
-transaction properties that are neither lance_ops' nor pylance's own: the
+manifest (timestamp) and transaction (operation, read version, parameters),
+as Delta's DESCRIBE HISTORY: ``operation`` in Delta's words (WRITE, DELETE,
+UPDATE, MERGE, OPTIMIZE, RESTORE, ADD COLUMNS, ... -- what lance_ops recorded
+when it committed, or derived from the transaction for versions other writers
+made), ``operationParameters`` with Delta's names (``mode``, ``predicate``,
+``matchedPredicates``, ...), and the Lance transaction type in a column of
+its own, ``lanceOperation`` (pylance sees that transaction).
+Metrics are what lance_ops recorded in the transaction's properties (Delta's
+names, the same keys as the write's ``CommitInfo.metrics``); for versions
+written by pylance they are derived from the transaction (added / removed
+fragments) where that is possible. ``userMetadata`` holds the transaction
+properties that are neither lance_ops' nor pylance's own: the
 ``commitProperties`` a writer passed (job names, Airflow run ids).
 """
 from __future__ import annotations
 
 import datetime
+import json
 
 from ..errors import CorruptTableError
 from ..format.schema import Field, Schema
 from .log import Snapshot, TableLog
-from .operations import Append, Delete, Merge, Overwrite, Project, Rewrite, Transaction, Update
-from .pipeline import METRIC_PREFIX, PARAM_PREFIX, RESERVED_PROPERTY_PREFIXES
+from .operations import Append, Delete, Merge, Overwrite, Project, Rewrite, Transaction, Update, UpdateConfig
+from .pipeline import METRIC_PREFIX, OPERATION_KEY, PARAM_PREFIX, RESERVED_PROPERTY_PREFIXES
 
-#: Columns of a history row, in order.
+#: Columns of a history row, in order (Delta's, then Lance's own).
 HISTORY_COLUMNS = (
     "version", "timestamp", "operation", "readVersion", "operationParameters", "operationMetrics",
-    "userMetadata", "writer", "transactionUuid",
+    "userMetadata", "writer", "transactionUuid", "lanceOperation", "isolationLevel", "isBlindAppend", "engineInfo",
 )
+
+#: Delta's name for the guarantee Lance's conflict rules give (blind appends
+#: commit over anything, other writes conflict on what they read and changed):
+#: WriteSerializable, Delta's default.
+ISOLATION_LEVEL = "WriteSerializable"
+
+#: Delta's word for a version another writer made, by Lance transaction type
+#: (Merge and Project are refined by the schema change they made).
+DELTA_OPERATIONS = {
+    "Append": "WRITE", "Overwrite": "WRITE", "Delete": "DELETE", "Update": "UPDATE", "Rewrite": "OPTIMIZE",
+    "Restore": "RESTORE", "CreateIndex": "CREATE INDEX", "ReserveFragments": "RESERVE FRAGMENTS",
+    "DataReplacement": "DATA REPLACEMENT", "Clone": "SHALLOW CLONE", "UpdateBases": "UPDATE BASES",
+    "UpdateMemWalState": "UPDATE MEM WAL STATE", "Merge": "CHANGE COLUMN", "Project": "CHANGE COLUMN",
+    "UpdateConfig": "SET TBLPROPERTIES",
+}
 
 
 def _timestamp(m) -> datetime.datetime | None:
@@ -56,16 +79,55 @@ def history_rows(store, limit: int | None = None, upto: int | None = None) -> li
         m = mf.manifest
         txn = log.read_transaction(v, mf)
         row = dict.fromkeys(HISTORY_COLUMNS)
+        writer = f"{m.writer_version.library} {m.writer_version.version}".strip()
         row.update(version=v, timestamp=_timestamp(m), operationParameters={}, operationMetrics={}, userMetadata={},
-                   writer=f"{m.writer_version.library} {m.writer_version.version}".strip())
+                   writer=writer, engineInfo=writer, isolationLevel=ISOLATION_LEVEL)
         if txn is not None:
             params, metrics, user = _describe(txn)
+            changes = {}
             if isinstance(txn.operation, (Merge, Project)) and v > 1:
-                params = {**_schema_changes(log, v - 1, m), **params}
-            row.update(operation=txn.operation.name, readVersion=txn.read_version, operationParameters=params,
-                       operationMetrics=metrics, userMetadata=user, transactionUuid=txn.uuid)
+                changes = _schema_changes(log, v - 1, m)
+                params = {**changes, **params}
+            ours = txn.properties.get(OPERATION_KEY)
+            operation = ours or _delta_operation(txn, changes)
+            if not ours:
+                params = _delta_parameters(txn, params)
+            row.update(operation=operation, readVersion=txn.read_version, operationParameters=params,
+                       operationMetrics=metrics, userMetadata=user, transactionUuid=txn.uuid,
+                       lanceOperation=txn.operation.name, isBlindAppend=isinstance(txn.operation, Append))
         rows.append(row)
     return rows
+
+
+def _delta_operation(txn: Transaction, changes: dict) -> str:
+    """Delta's word for a version lance_ops did not name (pylance's, or one
+    committed before lance_ops recorded names)."""
+    op = txn.operation
+    if isinstance(op, (Merge, Project)):
+        if "addedColumns" in changes:
+            return "ADD COLUMNS"
+        if "droppedColumns" in changes:
+            return "DROP COLUMNS"
+        if "renamedColumns" in changes:
+            return "RENAME COLUMN"
+    if isinstance(op, UpdateConfig):
+        entries = [v for m in (op.config_updates,) if m for v in m[0].values()]
+        if entries and all(v is None for v in entries):
+            return "UNSET TBLPROPERTIES"
+    return DELTA_OPERATIONS.get(op.name, op.name.upper())
+
+
+def _delta_parameters(txn: Transaction, params: dict) -> dict:
+    """Delta's parameter names for a version another writer made."""
+    op = txn.operation
+    out = dict(params)
+    if isinstance(op, Append):
+        out.setdefault("mode", "Append")
+    elif isinstance(op, Overwrite):
+        out.setdefault("mode", "Overwrite")
+    elif isinstance(op, Delete) and "predicate" in out and not str(out["predicate"]).startswith("["):
+        out["predicate"] = json.dumps([out["predicate"]] if out["predicate"] else [])
+    return out
 
 
 def _schema_changes(log: TableLog, previous: int, manifest) -> dict[str, str]:
@@ -150,17 +212,40 @@ def field_dict(f: Field) -> dict:
     return d
 
 
+def first_version(store) -> dict:
+    """``createdAt`` (the timestamp of the earliest version kept) and ``id``
+    (the uuid of version 1's transaction: the table's identity, None once
+    vacuum removed version 1) -- what Delta's DESCRIBE DETAIL shows."""
+    log = TableLog(store)
+    versions = log.versions()
+    if not versions:
+        return {"createdAt": None, "id": None}
+    first = versions[0]
+    mf = log.read_manifest(first)
+    out = {"createdAt": _timestamp(mf.manifest), "id": None}
+    if first.version == 1:
+        try:
+            txn = log.read_transaction(1, mf)
+        except Exception:  # (a damaged transaction file must not break detail())
+            txn = None
+        out["id"] = txn.uuid if txn is not None else None
+    return out
+
+
 def detail(snapshot: Snapshot) -> dict:
     m = snapshot.manifest
     size = 0
+    files = 0
     for frag in snapshot.fragments:
         for df in frag.files:
             size += df.file_size_bytes
+            files += 1
     ts = _timestamp(m)
     return {
         "location": snapshot.store.root,
         "version": snapshot.version,
         "timestamp": ts,
+        "numFiles": files,
         "numFragments": len(snapshot.fragments),
         "numRows": snapshot.num_rows(),
         "numDeletedRows": snapshot.num_deleted_rows(),

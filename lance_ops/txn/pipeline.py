@@ -49,6 +49,9 @@ DEFAULT_CONFLICT_RETRIES = 10
 #: (pylance keeps unknown transaction properties untouched).
 PARAM_PREFIX = "lance_ops.param."
 METRIC_PREFIX = "lance_ops.metric."
+#: Transaction property naming the operation in Delta's words ("MERGE",
+#: "OPTIMIZE", ...) for history(); the transaction type stays Lance's.
+OPERATION_KEY = "lance_ops.operation"
 #: Keys a user's commit properties may not use (ours, and pylance's own).
 RESERVED_PROPERTY_PREFIXES = ("lance_ops.", "__lance")
 
@@ -58,12 +61,11 @@ class StagedCommit:
     """A prepared change: its files are written, nothing is visible.
 
     ``before`` are operations committed first, in order, each on the version
-    the previous one made (compaction reserves fragment ids; a merge with
-    schema evolution adds the new columns); ``finish`` may then adjust
-    ``operation`` from their results (compaction numbers its new fragments
-    from the reserved ids). ``rerun_after`` says whether a committed change
-    left work behind (a partial compaction) and the pipeline should prepare
-    again on the new version.
+    the previous one made (a merge with schema evolution adds the new
+    columns); ``finish`` may then adjust ``operation`` from their results.
+    ``rerun_after`` says whether a committed change left work behind (a
+    partial compaction) and the pipeline should prepare again on the new
+    version.
     """
 
     operation: Operation
@@ -86,6 +88,16 @@ class StagedCommit:
     #: Pre-commit checks of this change (run with the write's own, after every
     #: rebase): e.g. "the constraints I enforced are still the table's".
     checks: list = field(default_factory=list)
+    #: A Rewrite whose new fragments take their ids in its own commit -- one
+    #: version per compaction, where pylance commits a ReserveFragments first:
+    #: ``assign_ids(operation, snapshot)`` numbers them from the snapshot's
+    #: ``max_fragment_id`` (and rewrites what depends on the ids, e.g.
+    #: remapped index files). Called before the first attempt, and again when
+    #: a rebase finds the ids taken by a concurrent commit.
+    assign_ids: Callable[[Operation, Snapshot], None] | None = None
+    #: The change is empty (an update or delete that matched no row): nothing
+    #: is committed and the CommitInfo (version None) carries ``metrics``.
+    empty: bool = False
 
 
 @dataclass
@@ -102,14 +114,20 @@ class WriteOptions:
     #: An idempotent write (Delta's txnAppId / txnVersion): skipped when the
     #: table already holds it (:mod:`.idempotence`).
     txn: TxnId | None = None
+    #: The operation in Delta's words, recorded for history() (None: derived
+    #: from the transaction type when history is read).
+    operation: str | None = None
 
 
-def properties(parameters: dict | None = None, metrics: dict | None = None, user: dict | None = None) -> dict[str, str]:
+def properties(parameters: dict | None = None, metrics: dict | None = None, user: dict | None = None,
+               operation: str | None = None) -> dict[str, str]:
     """Transaction properties: lance_ops' parameters and metrics under their
-    prefixes, the user's commit properties as given."""
+    prefixes, the operation's name, the user's commit properties as given."""
     out = {}
     for k, v in (user or {}).items():
         out[k] = v
+    if operation:
+        out[OPERATION_KEY] = operation
     for k, v in (parameters or {}).items():
         if v is not None:
             out[PARAM_PREFIX + k] = str(v)
@@ -173,6 +191,7 @@ def execute(
     first_read = start.version if start is not None else 0
     committed: list[CommitResult] = []
     totals: dict = {}
+    empty_op = ""
     snap = start
     staged: StagedCommit | None = None
     while True:
@@ -181,6 +200,10 @@ def execute(
         if staged is None or not staged.reusable:
             staged = prepare(snap)
             if staged is None:
+                break
+            if staged.empty:
+                _accumulate(totals, staged.metrics)
+                empty_op = staged.operation.name
                 break
             owned = operation_files(staged.operation) - snapshot_files(snap) | set(staged.extra_files)
         read_version = snap.version if snap is not None else 0
@@ -234,7 +257,7 @@ def execute(
             continue
         break
     if not committed:
-        return CommitInfo(version=None, readVersion=first_read, operation="", metrics=totals)
+        return CommitInfo(version=None, readVersion=first_read, operation=empty_op, metrics=totals)
     last = committed[-1]
     return CommitInfo(
         version=last.version,
@@ -255,7 +278,7 @@ def _commit_staged(store, staged: StagedCommit, read_version: int, user: dict, o
     results: list[CommitResult] = []
     base = read_version
     for op in staged.before:
-        txn = Transaction(base, op, properties=properties(staged.parameters, None, user))
+        txn = Transaction(base, op, properties=properties(staged.parameters, None, user, None))
         results.append(commit(store, txn, new_table=options.new_table, state=state))
         base = results[-1].version
     if staged.finish is not None:
@@ -264,17 +287,26 @@ def _commit_staged(store, staged: StagedCommit, read_version: int, user: dict, o
     # The main transaction reads the version it was prepared from, unless a
     # preceding commit of ours changed what it builds on (schema evolution).
     main_read = read_version if not staged.before or isinstance(staged.operation, Rewrite) else base
+    if staged.assign_ids is not None:
+        staged.assign_ids(staged.operation, open_snapshot(store, main_read))
+        owned.update(staged.extra_files)
     txn = Transaction(
         main_read, staged.operation,
-        properties={**properties(staged.parameters, staged.metrics, user), **(options.txn.properties() if options.txn else {})},
+        properties={**properties(staged.parameters, staged.metrics, user, options.operation),
+                    **(options.txn.properties() if options.txn else {})},
     )
+
+    def on_rebase(t: Transaction, latest: Snapshot) -> None:
+        if staged.assign_ids is not None and _ids_taken(t.operation, latest):
+            staged.assign_ids(t.operation, latest)  # (a concurrent commit used our fragment ids)
+            owned.update(staged.extra_files)
+        # a rebase may write files (merged deletion vectors) and adopt other
+        # writers' (never ours to remove)
+        owned.update(operation_files(t.operation) - snapshot_files(latest))
+
     results.append(
-        commit(
-            store, txn, new_table=options.new_table, checks=[*options.checks, *staged.checks], state=state,
-            # a rebase may write files (merged deletion vectors) and adopt
-            # other writers' (never ours to remove)
-            on_rebase=lambda t, latest: owned.update(operation_files(t.operation) - snapshot_files(latest)),
-        )
+        commit(store, txn, new_table=options.new_table, checks=[*options.checks, *staged.checks], on_rebase=on_rebase,
+               state=state)
     )
     if main_read == read_version:
         return results, results[-1].concurrent - len(staged.before)
@@ -285,6 +317,22 @@ def _skipped(snap: Snapshot | None, done: AlreadyCommitted) -> CommitInfo:
     log.info("%s", done)
     return CommitInfo(version=None, readVersion=snap.version if snap is not None else 0, operation="",
                       skipped=str(done))
+def max_fragment_id(snap: Snapshot) -> int:
+    """The fragment id high-water mark of a version (pylance's rule when the
+    manifest never recorded one: the largest id present, -1 for none)."""
+    m = snap.manifest
+    if m.HasField("max_fragment_id"):
+        return int(m.max_fragment_id)
+    return max((int(f.id) for f in snap.fragments), default=-1)
+
+
+def _ids_taken(op: Operation, latest: Snapshot) -> bool:
+    """Whether a Rewrite's new fragment ids are at or below the high-water
+    mark of the version it is about to commit on."""
+    if not isinstance(op, Rewrite):
+        return False
+    ids = [f.id for g in op.groups for f in g.new_fragments]
+    return bool(ids) and min(ids) <= max_fragment_id(latest)
 
 
 def _accumulate(totals: dict, metrics: dict) -> None:

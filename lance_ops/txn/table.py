@@ -6,13 +6,20 @@ session, for Airflow sensors, CLIs and notebooks that only look.
 :class:`lance_ops.LanceTable` wraps one ``Table`` (``LanceTable.table``) and
 adds the operations Spark runs.
 
+A handle opened without a version (or tag) *follows the table*, as a Delta
+``DeltaTable`` does: every read and every write starts from the latest version
+at the time of the call (:attr:`Table.snapshot`); writes landing while an
+operation runs are rebased over as usual, and the version an operation read
+is its ``readVersion``. A handle opened at a version or tag is a pinned,
+read-only time-travel view.
+
 Every write, here and in ``LanceTable``, goes through :meth:`Table.execute`:
 the staged-commit pipeline (:mod:`.pipeline`) with this handle's pre-commit
-checks and conflict-retry budget; the handle then moves to the version it
-committed.
+checks and conflict-retry budget.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 from ..errors import InvalidArgumentError, ReadOnlyVersionError, TableNotFoundError
@@ -20,7 +27,7 @@ from ..results import CommitInfo
 from ..storage.objectstore import ObjectStore
 from .commit import Check, NewTable
 from .constraints import CONSTRAINT_PREFIX, constraints_of
-from .history import detail, history_rows
+from .history import detail, first_version, history_rows
 from .idempotence import TxnId, watermark
 from .log import Snapshot, TableLog, open_snapshot
 from .operations import UpdateConfig
@@ -41,9 +48,9 @@ from .refs import (
 
 class Table:
     """A Lance table at ``uri`` (a local path or fsspec URI), read at
-    ``version`` (a number or tag name; None: the latest) of ``branch`` (None
-    or "main": the main branch; a tag names its own branch). A handle opened
-    at a version is a read-only time-travel view."""
+    ``version`` (a number or tag name; None: the latest, followed) of
+    ``branch`` (None or "main": the main branch; a tag names its own branch).
+    A handle opened at a version is a read-only time-travel view."""
 
     def __init__(self, uri: str, storage_options: dict | None = None, version: int | str | None = None,
                  *, branch: str | None = None, conflictRetries: int = DEFAULT_CONFLICT_RETRIES):
@@ -61,7 +68,7 @@ class Table:
         if branch is not None and branch != here and not root.exists(branch_file(branch)):
             raise TableNotFoundError(f"branch {branch!r} does not exist in {root.root}")
         self.pinned = version is not None
-        self.snapshot: Snapshot = open_snapshot(self.store, number)
+        self._snapshot: Snapshot = open_snapshot(self.store, number)
         #: Re-runs allowed on retryable conflicts.
         self.conflictRetries = int(conflictRetries)
         #: Pre-commit checks run by every write of this handle (after every
@@ -81,6 +88,20 @@ class Table:
 
     # ----------------------------------------------------------------- state
     @property
+    def snapshot(self) -> Snapshot:
+        """The version this handle reads now: a time-travel handle's own; for
+        any other, the latest at the time of the call (one question to the
+        commit handler; a version already read is not fetched again). An
+        operation takes it once and works on that snapshot throughout."""
+        if not self.pinned:
+            self._snapshot = open_snapshot(self.store, None)
+        return self._snapshot
+
+    @snapshot.setter
+    def snapshot(self, snap: Snapshot) -> None:
+        self._snapshot = snap
+
+    @property
     def uri(self) -> str:
         return self.store.root
 
@@ -98,10 +119,11 @@ class Table:
         return self.snapshot.num_rows()
 
     def refresh(self) -> "Table":
-        """Move to the latest version of this handle's branch (not for
+        """Read the latest version of this handle's branch now (a handle that
+        follows the table does so on every call anyway; refused on
         time-travel handles)."""
         self.writable()
-        self.snapshot = open_snapshot(self.store, None)
+        self._snapshot = open_snapshot(self.store, None)
         return self
 
     def history(self, limit: int | None = None) -> list[dict]:
@@ -109,10 +131,16 @@ class Table:
         readVersion, operationParameters, operationMetrics, userMetadata,
         writer, transactionUuid. A time-travel handle sees its version and
         older."""
-        return history_rows(self.store, limit, upto=self.version if self.pinned else None)
+        return history_rows(self.store, limit, upto=self._snapshot.version if self.pinned else None)
 
     def detail(self) -> dict[str, Any]:
+        """The version's metadata as a dict: location, version, timestamp,
+        createdAt, id, numFiles, sizeInBytes, numFragments, numRows,
+        numDeletedRows, feature flags, dataFormatVersion, nextRowId,
+        maxFragmentId, numIndices, config, schema (fields with ids), branch
+        (``LanceTable.detail()`` is the same as Delta's one-row DataFrame)."""
         out = detail(self.snapshot)
+        out.update(first_version(self.store))
         out["branch"] = self.branch
         return out
 
@@ -224,20 +252,23 @@ class Table:
 
     def execute(self, prepare: Callable[[Snapshot | None], StagedCommit | None], *,
                 commitProperties: dict | None = None, checks=(), new_table: NewTable | None = None,
+                start: Snapshot | None = None, operation: str | None = None,
                 txnAppId: str | None = None, txnVersion: int | None = None) -> CommitInfo:
-        """Run one write through the staged-commit pipeline, starting from this
-        handle's version; move the handle to the version it committed.
-        ``txnAppId`` / ``txnVersion``: an idempotent write, skipped (nothing
-        committed, ``CommitInfo.skipped`` says why) when the table already
-        holds that version of that app (:mod:`lance_ops.txn.idempotence`)."""
+        """Run one write through the staged-commit pipeline, starting from
+        ``start`` (the snapshot the caller planned on; default: the latest).
+        ``operation`` is the history's name for it (Delta's word: "DELETE",
+        "MERGE", ...; :mod:`.history`). ``txnAppId`` / ``txnVersion``: an
+        idempotent write, skipped (nothing committed, ``CommitInfo.skipped``
+        says why) when the table already holds that version of that app
+        (:mod:`lance_ops.txn.idempotence`)."""
         self.writable()
         options = WriteOptions(
             checks=[*self.checks, *checks], commit_properties=commitProperties, retries=self.conflictRetries,
-            new_table=new_table, txn=TxnId.of(txnAppId, txnVersion),
+            new_table=new_table, operation=operation, txn=TxnId.of(txnAppId, txnVersion),
         )
-        info = execute(self.store, self.snapshot, prepare, options)
+        info = execute(self.store, start if start is not None else self.snapshot, prepare, options)
         if info.version is not None:
-            self.snapshot = open_snapshot(self.store, info.version)
+            self._snapshot = open_snapshot(self.store, info.version)
         self.lastCommit = info
         return info
 
@@ -258,8 +289,9 @@ class Table:
         from .restore import stage_restore
 
         self.writable()
-        staged = stage_restore(self.store, self.snapshot, version)  # a bad version fails before any commit
-        return self.execute(lambda snap: staged, commitProperties=commitProperties)
+        start = self.snapshot
+        staged = stage_restore(self.store, start, version)  # a bad version fails before any commit
+        return self.execute(lambda snap: staged, commitProperties=commitProperties, start=start, operation="RESTORE")
 
     def setProperties(self, properties: dict, commitProperties: dict | None = None) -> CommitInfo:
         """Set table config keys (an ``UpdateConfig`` commit, read back by
@@ -268,9 +300,9 @@ class Table:
             raise InvalidArgumentError("setProperties needs a non-empty dict of str -> str")
         updates = {str(k): str(v) for k, v in properties.items()}
         _no_constraint_keys(updates)
-        params = {"set": ", ".join(f"{k}={v}" for k, v in updates.items())}
+        params = {"properties": json.dumps(updates)}
         return self.execute(lambda snap: StagedCommit(UpdateConfig(config_updates=(updates, False)), {}, params),
-                            commitProperties=commitProperties)
+                            commitProperties=commitProperties, operation="SET TBLPROPERTIES")
 
     def unsetProperties(self, keys, commitProperties: dict | None = None, ifExists: bool = True) -> CommitInfo:
         """Remove table config keys (``ifExists=False``: a missing key is an
@@ -283,9 +315,9 @@ class Table:
         if missing and not ifExists:
             raise InvalidArgumentError(f"table properties {missing} are not set")
         updates = {str(k): None for k in keys}
-        return self.execute(lambda snap: StagedCommit(UpdateConfig(config_updates=(updates, False)), {},
-                                                      {"unset": ", ".join(keys)}),
-                            commitProperties=commitProperties)
+        params = {"properties": json.dumps([str(k) for k in keys]), "ifExists": str(bool(ifExists)).lower()}
+        return self.execute(lambda snap: StagedCommit(UpdateConfig(config_updates=(updates, False)), {}, params),
+                            commitProperties=commitProperties, operation="UNSET TBLPROPERTIES")
 
     def constraints(self) -> dict[str, str]:
         """CHECK constraints of this version: name -> Spark SQL expression
@@ -300,7 +332,8 @@ class Table:
         from .vacuum import vacuum
 
         self.writable()
-        return vacuum(self.store, self.version, retentionHours, dryRun, enforce=enforceRetentionDuration)
+        # (a handle following the table keeps the latest: the one vacuum lists)
+        return vacuum(self.store, None, retentionHours, dryRun, enforce=enforceRetentionDuration)
 
     def __repr__(self) -> str:
         on = f", branch={self.branch!r}" if self.branch else ""

@@ -311,7 +311,7 @@ def _first_recent(tlog: TableLog, listed, cutoff: float, until: int) -> int:
     return lo
 
 
-def plan_vacuum(store: ObjectStore, upto: int, retention_hours: float) -> VacuumPlan:
+def plan_vacuum(store: ObjectStore, upto: int | None, retention_hours: float) -> VacuumPlan:
     """Gather the facts and :func:`decide`. Reads the manifests of the kept
     versions only -- those committed within the retention (found by a binary
     search over commit times), the handle's version and newer, tagged
@@ -319,12 +319,15 @@ def plan_vacuum(store: ObjectStore, upto: int, retention_hours: float) -> Vacuum
     is decided); older versions are removed unread, and the files they alone
     referenced go with every other unreferenced file older than the retention
     (a file is written before the version that names it commits). ``upto`` is
-    the handle's version: it and newer versions are kept."""
+    the handle's version: it and newer versions are kept (None: the latest
+    listed -- a handle that follows the table)."""
     cutoff = time.time() - retention_hours * 3600.0
     tlog = TableLog(store)
     listed = tlog.versions()
     if not listed:
         return VacuumPlan()
+    if upto is None:
+        upto = listed[-1].version
     latest = tlog.read_manifest(listed[-1])
     # vacuum is a write: refused on the latest version's unknown writer flags
     check_writable(latest.manifest, f"at {store.root}")
@@ -357,7 +360,9 @@ def plan_vacuum(store: ObjectStore, upto: int, retention_hours: float) -> Vacuum
     )
 
 
-def vacuum(store: ObjectStore, version: int, retention_hours: float | None, dry_run: bool, enforce: bool) -> list[str]:
+
+def vacuum(store: ObjectStore, version: int | None, retention_hours: float | None, dry_run: bool,
+           enforce: bool) -> list[str]:
     """Remove (or with ``dry_run`` only list) what :func:`plan_vacuum` selects
     (``retention_hours=None``: the default, :data:`MIN_RETENTION_HOURS`).
 

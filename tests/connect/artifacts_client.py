@@ -47,7 +47,7 @@ def main(url: str, base: str, out: str) -> None:
         steps.append(["addColumns fn", t.addColumns(
             lambda b: pa.RecordBatch.from_arrays([pc.add(b.column("x"), 1)], names=["z"]),
             readColumns=["x"], outputSchema="z long").version])
-        steps.append(["compaction", t.optimize().executeCompaction(targetRowsPerFragment=1000).version])
+        steps.append(["compaction", t.optimize().executeCompaction(targetRowsPerFragment=1000).first().metrics.version])
         result["steps"] = steps
         result["rows"] = sorted([list(r) for r in t.toDF().collect()])
         # Filter pushdown switched off and on after ship_to registered the

@@ -66,8 +66,8 @@ def run(spark, base: str) -> dict:
     steps.append(_info("delete column", t.delete(F.col("id") > 270)))
     steps.append(_info("update", t.update("id < 20", {"x": "x + 1000", "s": F.lit("u")})))
     src = spark.range(250, 300, 1, 1).selectExpr("id", "id * 3 AS x", "'m' AS s")
-    steps.append(_info("merge", t.merge(src, "t.id = s.id").whenMatchedUpdateAll()
-                       .whenNotMatchedInsertAll().execute()))
+    t.merge(src, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    steps.append(_info("merge", t.lastCommit()))
     steps.append(_info("addColumns expr", t.addColumns({"y": "x * 2"})))
     steps.append(_info("addColumns fn", t.addColumns(
         lambda b: pa.RecordBatch.from_arrays([pc.add(b.column("x"), 1)], names=["z"]),
@@ -75,9 +75,11 @@ def run(spark, base: str) -> dict:
     steps.append(_info("rewriteColumns", t.rewriteColumns({"y": "y + 1"}, "id < 50")))
     out["beforeCompaction"] = _rows(t.toDF(withRowId=True))
     _lap()
-    steps.append(_info("compaction", t.optimize().executeCompaction(targetRowsPerFragment=1000)))
+    t.optimize().executeCompaction(targetRowsPerFragment=1000)
+    steps.append(_info("compaction", t.lastCommit()))
     out["afterCompaction"] = _rows(t.toDF(withRowId=True, withLineage=True))
-    steps.append(_info("restore", t.restoreToVersion(t.version - 2)))
+    t.restoreToVersion(t.version - 2)
+    steps.append(_info("restore", t.lastCommit()))
     steps.append(_info("addConstraint", t.addConstraint("x_nonneg", "x >= 0")))
     # Errors raised inside executor tasks come back as lance_ops errors.
     out["errors"]["constraint"] = _error(lambda: t.append(spark.range(900, 901, 1, 1).selectExpr(
@@ -87,7 +89,7 @@ def run(spark, base: str) -> dict:
         readColumns=["x"], outputSchema="w long"))
     out["errors"]["sql"] = _error(lambda: t.delete("no_such_column > 1"))
     _lap()
-    removed = t.vacuum(retentionHours=0, enforceRetentionDuration=False)
+    removed = t.vacuumFiles(retentionHours=0, enforceRetentionDuration=False)
     out["vacuumed"] = len(removed)
     steps.append({"step": "vacuum", "version": t.version, "seconds": _lap()})
     out["cancel"] = cancel_by_tag(spark, os.path.join(base, "cancel"))
@@ -159,5 +161,5 @@ def cancel_by_tag(spark, base: str) -> dict:
     fresh = LanceTable(spark, p)
     out["version"] = fresh.version
     out["rowsKept"] = _rows(fresh.toDF()) == before
-    out["orphans"] = fresh.vacuum(retentionHours=0, enforceRetentionDuration=False, dryRun=True)
+    out["orphans"] = fresh.vacuumFiles(retentionHours=0, enforceRetentionDuration=False, dryRun=True)
     return out

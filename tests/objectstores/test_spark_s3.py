@@ -81,11 +81,11 @@ def test_every_operation_on_s3(spark, moto, tmp_path, caplog):
     t.restoreToVersion(2)
     check()
     assert seen[t.version] == seen[2]
-    removed = t.vacuum(retentionHours=0, enforceRetentionDuration=False)
+    removed = t.vacuumFiles(retentionHours=0, enforceRetentionDuration=False)
     assert any(p.startswith("_versions/") for p in removed) and any(p.startswith("data/") for p in removed)
     assert rows(uri, opts) == seen[t.version]
     assert rows(uri, opts, tag_version) == seen[tag_version]  # the tag kept its version and files
-    assert [r["operation"] for r in t.history().collect()][0] == "Restore"
+    assert [r["operation"] for r in t.history().collect()][0] == "RESTORE"
     t.deleteTag("before-compaction")
     assert "before-compaction" not in lance.dataset(uri, storage_options=opts).tags.list()
     # no secret in history, logs or the plan of a read

@@ -10,7 +10,7 @@ from lance_ops.format.schema import Schema
 from lance_ops.format.writer import write_fragments
 from lance_ops.storage import ObjectStore
 from lance_ops.txn.commit import NewTable
-from lance_ops.txn.log import latest_or_none
+from lance_ops.txn.log import latest_or_none, open_snapshot
 from lance_ops.txn.operations import Append, Delete, Overwrite
 from lance_ops.txn.pipeline import StagedCommit, WriteOptions, execute
 from lance_ops.txn.table import Table
@@ -41,8 +41,10 @@ def append(table: Table, writer: int, seqs) -> int:
         frags = list(write_fragments(table.store, snap.schema, [batch(writer, seqs)], snap.data_format_version))
         return StagedCommit(Append(frags), {}, {"mode": "append"})
 
-    table.execute(prepare)
-    return table.snapshot.fragments[-1].id
+    info = table.execute(prepare)
+    # (the version just committed: cached, no request -- the handle itself
+    # would ask the store for the latest)
+    return open_snapshot(table.store, info.version).fragments[-1].id
 
 
 def delete_fragment(table: Table, fragment_id: int) -> None:

@@ -93,7 +93,7 @@ def lance_ops_writer(uri: str, options: dict, writer: int, count: int, kinds: li
             else:
                 wl.set_property(table, f"writer.{writer}", str(i))
             rec["ok"] = True
-            rec["version"] = table.version
+            rec["version"] = table.lastCommit.version  # (the handle itself follows the table)
         except CommitOutcomeUnknownError as e:
             rec.update(error=type(e).__name__, uuid=e.transaction_uuid, version=e.version, message=str(e)[:300])
         except LanceOpsError as e:

@@ -23,7 +23,7 @@ def test_cancel_by_tag_classic(spark, tmp_path):
     path = os.path.join(base, "c.lance")
     check_cancelled(out, path)
     # vacuum removes exactly those files; the table is as before.
-    removed = LanceTable(spark, path).vacuum(retentionHours=0, enforceRetentionDuration=False)
+    removed = LanceTable(spark, path).vacuumFiles(retentionHours=0, enforceRetentionDuration=False)
     assert removed == out["orphans"]
     assert not any(os.path.exists(os.path.join(path, o)) for o in removed)
     ds = lance.dataset(path)

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from lance_ops import LanceTable
-from tests.helpers import arrow_rows, read_manifest
+from tests.helpers import arrow_rows, commits_during, read_manifest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LINEAGE = ["_row_created_at_version", "_row_last_updated_at_version"]
@@ -60,24 +60,35 @@ def state(path):
 )
 def test_matches_pylance_compact_files(spark, tmp_path, sizes, deletes, kwargs):
     ours, ref = twin(tmp_path, sizes, deletes=deletes)
-    info = LanceTable(spark, ours).optimize().executeCompaction(**kwargs)
+    t = LanceTable(spark, ours)
+    result = t.optimize().executeCompaction(**kwargs).first()
+    info = t.lastCommit()
     py = {"targetRowsPerFragment": "target_rows_per_fragment", "materializeDeletions": "materialize_deletions",
           "materializeDeletionsThreshold": "materialize_deletions_threshold"}
     metrics = lance.dataset(ref).optimize.compact_files(**{py[k]: v for k, v in kwargs.items()})
-    assert state(ours) == state(ref)
+    (v_ours, *same_ours), (v_ref, *same_ref) = state(ours), state(ref)
+    assert same_ours == same_ref  # same fragments (ids too), rows, row ids, lineage
+    # one version per OPTIMIZE: the new fragments' ids are reserved in the
+    # Rewrite's own commit, where pylance commits a ReserveFragments first
+    assert v_ours == (v_ref - 1 if metrics.fragments_removed else v_ref)
     assert (info.version is None) == (metrics.fragments_removed == 0)
-    assert info.metrics["fragmentsRemoved"] == metrics.fragments_removed
-    assert info.metrics["fragmentsAdded"] == metrics.fragments_added
+    assert info.metrics["numRemovedFragments"] == metrics.fragments_removed
+    assert info.metrics["numAddedFragments"] == metrics.fragments_added
+    # Delta's result: the table path and its metrics, the same numbers
+    assert result.path == t.uri and result.metrics.version == info.version
+    assert (result.metrics.numFragmentsRemoved, result.metrics.numFilesAdded) == (
+        metrics.fragments_removed, info.metrics["numAddedFiles"])
     if info.version is not None:
         txn = read_manifest(ours).transaction()
-        assert txn.read_version == info.version - 2  # read version = the plan's, before the reserve
+        assert txn.read_version == info.version - 1  # the plan's version, the one before
+        assert lance.dataset(ours).read_transaction(info.version).operation.__class__.__name__ == "Rewrite"
 
 
 def test_without_stable_row_ids(spark, tmp_path):
     ours, ref = twin(tmp_path, [100] * 6, stable=False, deletes=["id % 4 = 1"])
     LanceTable(spark, ours).optimize().executeCompaction(targetRowsPerFragment=250)
     lance.dataset(ref).optimize.compact_files(target_rows_per_fragment=250)
-    assert state(ours) == state(ref)
+    assert state(ours)[1:] == state(ref)[1:] and state(ours)[0] == state(ref)[0] - 1  # (no ReserveFragments)
 
 
 def test_keeps_lineage_after_updates_and_drops_dropped_columns(spark, tmp_path):
@@ -87,8 +98,9 @@ def test_keeps_lineage_after_updates_and_drops_dropped_columns(spark, tmp_path):
     t.addColumns({"z": "id + 1"})
     t.dropColumns("s")
     before = arrow_rows(lance.dataset(p).to_table(columns=["id", "v", "z"] + LINEAGE, with_row_id=True), ("_rowid",))
-    info = t.optimize().executeCompaction(targetRowsPerFragment=10_000)
-    assert info.metrics["rowsRewritten"] == 800 and info.metrics["fragmentsAdded"] == 1
+    t.optimize().executeCompaction(targetRowsPerFragment=10_000)
+    info = t.lastCommit()
+    assert info.metrics["numRowsRewritten"] == 800 and info.metrics["numAddedFragments"] == 1
     after = arrow_rows(lance.dataset(p).to_table(columns=["id", "v", "z"] + LINEAGE, with_row_id=True), ("_rowid",))
     assert before == after
     frag = read_manifest(p).manifest.fragments[0]
@@ -98,20 +110,21 @@ def test_keeps_lineage_after_updates_and_drops_dropped_columns(spark, tmp_path):
 
 def test_nothing_to_do_commits_nothing(spark, tmp_path):
     p = make(str(tmp_path / "t.lance"), [100])
-    info = LanceTable(spark, p).optimize().executeCompaction()
-    assert info.version is None and lance.dataset(p).version == 1
+    m = LanceTable(spark, p).optimize().executeCompaction().first().metrics
+    assert m.version is None and m.numFilesAdded == 0 and lance.dataset(p).version == 1
 
 
 def test_race_with_delete_commits_other_groups_and_replans(spark, tmp_path):
     """A delete lands between planning and commit on a fragment of one group: the
     other groups commit, the affected one is re-planned -- nothing is lost."""
     p = make(str(tmp_path / "t.lance"), [100] * 8)
-    stale = LanceTable(spark, p)  # plans from version 8
-    lance.dataset(p).delete("id = 5")  # fragment 0, in the first group
-    info = stale.optimize().executeCompaction(targetRowsPerFragment=400)
+    t = LanceTable(spark, p)  # plans from version 8
+    with commits_during(lambda: lance.dataset(p).delete("id = 5")):  # fragment 0, in the first group
+        t.optimize().executeCompaction(targetRowsPerFragment=400)
+    info = t.lastCommit()
     # the untouched group committed over the delete (one rebase), the other was
     # planned and committed again on the new version (one re-run)
-    assert (info.rebases, info.reruns, info.metrics["fragmentsRemoved"]) == (1, 1, 8)
+    assert (info.rebases, info.reruns, info.metrics["numRemovedFragments"]) == (1, 1, 8)
     ds = lance.dataset(p)
     ids = sorted(ds.to_table(columns=["id"])["id"].to_pylist())
     assert ids == [i for i in range(800) if i != 5]
@@ -157,9 +170,11 @@ def test_btree_index_is_remapped_and_stays_correct(spark, tmp_path, stable):
     p = make(str(tmp_path / "t.lance"), [1000, 1000, 300, 300, 300], stable=stable)
     lance.dataset(p).create_scalar_index("id", "BTREE")
     lance.dataset(p).delete("id % 5 = 0")
-    info = LanceTable(spark, p).optimize().executeCompaction(targetRowsPerFragment=1000, materializeDeletions=False)
-    assert info.metrics["fragmentsRemoved"] == 3
-    assert info.metrics["indicesRemapped"] == 1 and info.metrics["indicesNarrowed"] == 0
+    t = LanceTable(spark, p)
+    t.optimize().executeCompaction(targetRowsPerFragment=1000, materializeDeletions=False)
+    info = t.lastCommit()
+    assert info.metrics["numRemovedFragments"] == 3
+    assert info.metrics["numIndicesRemapped"] == 1 and info.metrics["numIndicesNarrowed"] == 0
     ds = lance.dataset(p)
     from pyroaring import BitMap
 
@@ -172,3 +187,50 @@ def test_btree_index_is_remapped_and_stays_correct(spark, tmp_path, stable):
     for q in ("id == 7", "id == 2100", "id < 40", "2095 <= id <= 2110", "id >= 2890"):
         sql = q.replace("==", "=") if "<= id <=" not in q else "id between 2095 and 2110"
         assert sorted(ds.to_table(filter=sql, columns=["id"])["id"].to_pylist()) == _expected(q, live), q
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+def test_one_version_ids_taken_by_a_concurrent_append(spark, tmp_path, indexed):
+    """The Rewrite takes its fragment ids in its own commit: an append (pylance's)
+    landing meanwhile takes the ids it planned with, so the rebase numbers the
+    new fragment again -- and, for a BTREE index (row addresses hold fragment
+    ids), writes the remapped index again. pylance reads the result, its
+    index stays right, and its next writes keep numbering after it."""
+    p = make(str(tmp_path / "t.lance"), [100] * 4, stable=False)
+    if indexed:
+        lance.dataset(p).create_scalar_index("id", "BTREE")
+    t = LanceTable(spark, p)
+    append = lambda: lance.write_dataset(  # noqa: E731  (fragment 4: the id the compaction planned with)
+        pa.table({"id": pa.array([1000], pa.int64()), "v": [1.0], "s": ["x"]}), p, mode="append")
+    with commits_during(append):
+        t.optimize().executeCompaction(targetRowsPerFragment=1000)
+    info = t.lastCommit()
+    assert (info.rebases, info.reruns) == (1, 0)
+    ds = lance.dataset(p)
+    assert [f.metadata.id for f in ds.get_fragments()] == [4, 5] and read_manifest(p).manifest.max_fragment_id == 5
+    assert [v["version"] for v in ds.versions()][-2:] == [info.version - 1, info.version]
+    assert sorted(ds.to_table(columns=["id"])["id"].to_pylist()) == list(range(400)) + [1000]
+    if indexed:
+        assert info.metrics["numIndicesRemapped"] == 1
+        assert ds.to_table(filter="id = 7", columns=["id"])["id"].to_pylist() == [7]
+        assert sorted(ds.to_table(filter="id >= 398", columns=["id"])["id"].to_pylist()) == [398, 399, 1000]
+        from pyroaring import BitMap
+
+        assert set(BitMap.deserialize(read_manifest(p).indices[0].fragment_bitmap)) == {5}  # the renumbered one
+        idx = os.path.join(p, "_indices")
+        assert sum(1 for d in os.listdir(idx) if os.listdir(os.path.join(idx, d))) == 2  # the first remap's files removed
+    lance.write_dataset(pa.table({"id": pa.array([2000], pa.int64()), "v": [2.0], "s": ["y"]}), p, mode="append")
+    assert [f.metadata.id for f in lance.dataset(p).get_fragments()] == [4, 5, 6]
+
+
+def test_where_limits_compaction_to_matching_fragments(spark, tmp_path):
+    """optimize().where(predicate): only fragments holding a matching row are
+    compacted (Delta limits OPTIMIZE to the partitions a filter selects)."""
+    p = make(str(tmp_path / "t.lance"), [100] * 6)
+    t = LanceTable(spark, p)
+    m = t.optimize().where("id >= 300").executeCompaction(targetRowsPerFragment=1000).first().metrics
+    assert (m.numFragmentsRemoved, m.numFragmentsAdded) == (3, 1)
+    assert [f.metadata.physical_rows for f in lance.dataset(p).get_fragments()] == [100, 100, 100, 300]
+    h = t.history(1).first()
+    assert (h.operation, h.lanceOperation, h.operationParameters["predicate"]) == ("OPTIMIZE", "Rewrite", '["id >= 300"]')
+    assert t.optimize().where("id > 10000").executeCompaction().first().metrics.version is None

@@ -16,7 +16,7 @@ import pytest
 from pyroaring import BitMap
 
 from lance_ops import LanceTable
-from tests.helpers import read_manifest
+from tests.helpers import committed, read_manifest
 
 N = 9000  # > one BTREE page (4096 rows)
 INDICES = {"id_idx": ("id", "BTREE"), "s_idx": ("s", "BTREE"), "c_idx": ("c", "BITMAP"),
@@ -46,7 +46,8 @@ def pair(request, tmp_path_factory):
 @pytest.fixture(scope="module")
 def compacted(pair, spark):
     stable, ours, ref = pair
-    info = LanceTable(spark, ours).optimize().executeCompaction(targetRowsPerFragment=100_000)
+    t = LanceTable(spark, ours)
+    info = committed(t, t.optimize().executeCompaction(targetRowsPerFragment=100_000))
     lance.dataset(ref).optimize.compact_files(target_rows_per_fragment=100_000)
     return stable, ours, ref, info
 
@@ -66,7 +67,7 @@ def test_index_stats_equal_pylances_compaction(compacted):
     without_zm = lambda d: {k: v for k, v in d.items() if k not in ("zm", "bf")}  # noqa: E731
     assert without_zm(stats(ours)) == without_zm(stats(ref))
     assert without_zm(fragment_bitmaps(ours)) == without_zm(fragment_bitmaps(ref))
-    assert info.metrics["indicesRemapped"] == (1 if compacted[0] else 2) + 1  # the two BTREEs (+ BITMAP without stable ids)
+    assert info.metrics["numIndicesRemapped"] == (1 if compacted[0] else 2) + 1  # the two BTREEs (+ BITMAP without stable ids)
 
 
 def test_zone_map_is_rebuilt_over_the_new_fragments(compacted, spark):
@@ -76,7 +77,7 @@ def test_zone_map_is_rebuilt_over_the_new_fragments(compacted, spark):
     from lance_ops.format.zones import read_bloomfilter_zones, read_zonemap
 
     _, ours, _, info = compacted
-    assert info.metrics["indicesRebuilt"] == 2
+    assert info.metrics["numIndicesRebuilt"] == 2
     live = sorted(f.id for f in LanceTable(spark, ours).snapshot.fragments)
     assert fragment_bitmaps(ours)["zm"] == live and fragment_bitmaps(ours)["bf"] == live
     lance.dataset(ours).create_scalar_index("c", "ZONEMAP", name="zm_py")

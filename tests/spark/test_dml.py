@@ -65,13 +65,17 @@ START_NEXT_ROW_ID = 1000
         "id < 700",  # dense, across fragments (whole fragments removed)
         "id >= 200 and id < 400",  # exactly one fragment
         "name is null",  # null handling
-        "id < 0",  # nothing (still commits, as pylance does)
+        "id < 0",  # nothing: commits nothing (as Delta; pylance commits an empty Delete)
     ],
 )
 def test_delete_matches_pylance(spark, pair, cond):
     ours, ref = pair
     info = LanceTable(spark, ours).delete(cond)
     lance.dataset(ref).delete(cond)
+    if cond == "id < 0":
+        assert info.version is None and lance.dataset(ours).version == 2
+        assert arrow_rows(view(ours), ("id",)) == arrow_rows(view(ref), ("id",))
+        return
     assert_same_as_pylance(ours, ref)
     assert info.operation == "Delete" and info.version == 3
     expected = 1000 - 20 - lance.dataset(ref).count_rows() - 0
@@ -93,7 +97,7 @@ def test_delete_all_and_column_condition(spark, pair):
     assert info.metrics["numDeletedRows"] == 980 - 140
     assert lance.dataset(ours).count_rows() == 0 and t.count() == 0
     assert lance.dataset(ours).version == lance.dataset(ref).version
-    m_ours = LanceTable(spark, ours).detail()
+    m_ours = LanceTable(spark, ours).detail().first()
     assert m_ours["numFragments"] == 0 and m_ours["maxFragmentId"] == 4
 
 
@@ -220,12 +224,17 @@ def source_arrow(ids, score_offset=1000.0):
 def test_merge_upsert_matches_pylance(spark, pair, merge_strategy):
     ours, ref = pair
     ids = list(range(950, 1100))  # half updates (some of them deleted rows), half inserts
-    info = LanceTable(spark, ours).merge(source(spark, ids), "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    t = LanceTable(spark, ours)
+    result = t.merge(source(spark, ids), "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    info = t.lastCommit()
     r = lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(source_arrow(ids))
     assert_same_as_pylance(ours, ref, fresh_from=START_NEXT_ROW_ID)
     assert info.metrics["numSourceRows"] == 150
     assert info.metrics["numInsertedRows"] == r["num_inserted_rows"]
     assert info.metrics["numUpdatedRows"] == r["num_updated_rows"]
+    assert result.first().asDict() == {  # Delta's result, pylance's counts
+        "num_affected_rows": r["num_inserted_rows"] + r["num_updated_rows"], "num_updated_rows": r["num_updated_rows"],
+        "num_deleted_rows": 0, "num_inserted_rows": r["num_inserted_rows"]}
 
 
 def test_release_checkpoint_frees_it_now(spark):
@@ -270,9 +279,9 @@ def test_merge_releases_its_checkpoints(spark, pair, merge_strategy, monkeypatch
     t = LanceTable(spark, ours)
     spark.conf.set(merge_mod.MATERIALIZE_SOURCE, "all")
     try:
-        info = t.merge(source(spark, range(990, 1010)), "t.id = s.id").whenMatchedUpdateAll() \
+        t.merge(source(spark, range(990, 1010)), "t.id = s.id").whenMatchedUpdateAll() \
             .whenNotMatchedInsertAll().execute()
-        assert info.metrics["numSourceRows"] == 20 and len(released) == 1
+        assert t.lastCommit().metrics["numSourceRows"] == 20 and len(released) == 1
         with pytest.raises(DuplicateMatchError):
             t.merge(source(spark, [5, 5, 2000]), "t.id = s.id").whenMatchedUpdateAll().execute()
         assert len(released) == 2
@@ -282,9 +291,9 @@ def test_merge_releases_its_checkpoints(spark, pair, merge_strategy, monkeypatch
         spark.conf.set(merge_mod.MATERIALIZE_SOURCE, "auto")
         file_src = str(pair[0]) + "-src.parquet"
         source(spark, range(2000, 2010)).write.parquet(file_src)
-        info = t.merge(spark.read.parquet(file_src), "t.id = s.id").whenMatchedUpdateAll() \
+        t.merge(spark.read.parquet(file_src), "t.id = s.id").whenMatchedUpdateAll() \
             .whenNotMatchedInsertAll().execute()
-        assert info.metrics["numInsertedRows"] == 10 and len(released) == 2
+        assert t.lastCommit().metrics["numInsertedRows"] == 10 and len(released) == 2
         spark.conf.set(merge_mod.MATERIALIZE_SOURCE, "sometimes")
         with pytest.raises(InvalidArgumentError):
             t.merge(spark.read.parquet(file_src), "t.id = s.id").whenMatchedUpdateAll().execute()
@@ -306,15 +315,24 @@ def test_merge_insert_only_and_conditional(spark, pair, merge_strategy):
     assert_same_as_pylance(ours, ref, fresh_from=START_NEXT_ROW_ID)
     ids2 = list(range(0, 60))
     src = source(spark, ids2, score_offset=-50.0)
-    LanceTable(spark, ours).merge(src, "t.id = s.id").whenMatchedUpdateAll("s.score > t.score").execute()
+    t = LanceTable(spark, ours)
+    t.merge(src, "t.id = s.id").whenMatchedUpdateAll("s.score > t.score").execute()
     lance.dataset(ref).merge_insert("id").when_matched_update_all(condition="source.score > target.score").execute(source_arrow(ids2, -50.0))
-    assert_same_as_pylance(ours, ref, fresh_from=START_NEXT_ROW_ID)
+    # no source score is higher: nothing changes, and (as Delta) nothing is committed -- pylance commits
+    assert t.lastCommit().version is None and lance.dataset(ours).version == lance.dataset(ref).version - 1
+    a, b = arrow_rows(view(ours), ("id",)), arrow_rows(view(ref), ("id",))
+    for rows in (a, b):
+        for r in rows:
+            r.pop("_rowid") if r["_rowid"] >= START_NEXT_ROW_ID else None
+    assert a == b
 
 
 def test_merge_delete_by_source_matches_pylance(spark, pair, merge_strategy):
     ours, ref = pair
     ids = list(range(0, 1000, 3))
-    info = LanceTable(spark, ours).merge(source(spark, ids), "t.id = s.id").whenNotMatchedBySourceDelete().execute()
+    t = LanceTable(spark, ours)
+    t.merge(source(spark, ids), "t.id = s.id").whenNotMatchedBySourceDelete().execute()
+    info = t.lastCommit()
     lance.dataset(ref).merge_insert("id").when_not_matched_by_source_delete().execute(source_arrow(ids))
     assert_same_as_pylance(ours, ref)
     assert info.metrics["numDeletedRows"] == 980 - lance.dataset(ref).count_rows()
@@ -328,7 +346,7 @@ def test_merge_all_clause_kinds(spark, pair, merge_strategy):
     ours, _ = pair
     t = LanceTable(spark, ours)
     src = source(spark, list(range(0, 20)) + [5000, 5001])
-    info = (
+    (
         t.merge(src, "t.id = s.id")
         .whenMatchedDelete("t.id < 5")
         .whenMatchedUpdate("t.id < 10", {"name": "'first'"})
@@ -345,7 +363,7 @@ def test_merge_all_clause_kinds(spark, pair, merge_strategy):
     assert rows[5000]["name"] == "ins" and rows[5000]["score"] is None and 5001 not in rows
     assert rows[991]["name"] == "n991!" and rows[990]["name"] is None and all(i not in rows for i in (996, 997, 998))
     assert 999 not in rows  # was deleted at the start
-    m = info.metrics
+    m = t.lastCommit().metrics
     assert (m["numInsertedRows"], m["numDeletedRows"], m["numSourceRows"]) == (1, 5 + 3, 22)
     assert m["numUpdatedRows"] == 15 + 6
 
@@ -374,7 +392,8 @@ def test_merge_column_mapping_errors_and_schema_evolution(spark, pair, merge_str
     with pytest.raises(SchemaMismatchError, match="withSchemaEvolution"):
         t.merge(extra, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
     assert lance.dataset(ours).version == 2
-    info = t.merge(extra, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().withSchemaEvolution().execute()
+    t.merge(extra, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().withSchemaEvolution().execute()
+    info = t.lastCommit()
     ds = lance.dataset(ours)
     assert ds.version == 4 and "extra" in ds.schema.names
     rows = {r["id"]: r["extra"] for r in ds.to_table(columns=["id", "extra"]).to_pylist()}
@@ -405,7 +424,7 @@ def test_dml_without_stable_row_ids(spark, plain_pair, merge_strategy):
     assert lance.dataset(ours).version == lance.dataset(ref).version
     cols = ["id", "grp", "name", "score", "tags"]
     assert arrow_rows(lance.dataset(ours).to_table(columns=cols), ("id",)) == arrow_rows(lance.dataset(ref).to_table(columns=cols), ("id",))
-    assert not LanceTable(spark, ours).detail()["stableRowIds"]
+    assert not LanceTable(spark, ours).detail().first()["stableRowIds"]
 
 
 def test_dml_on_fragments_with_several_data_files(spark, pair):
@@ -432,8 +451,10 @@ def test_condition_with_a_shuffle_join_is_regrouped(spark, pair):
         info = LanceTable(spark, ours).delete("id in (select id from victims)")
         LanceTable(spark, ours).update("id in (select id + 1 from victims)", {"score": "-1.0"})
         # (a merge's clause too: its broadcast path then shuffles by fragment)
-        merged = LanceTable(spark, ours).merge(source(spark, range(0, 300)), "t.id = s.id") \
+        t = LanceTable(spark, ours)
+        t.merge(source(spark, range(0, 300)), "t.id = s.id") \
             .whenMatchedUpdateAll("t.id in (select id + 2 from victims)").execute()
+        merged = t.lastCommit()
         LanceTable(spark, ours).addColumns({"flag": "id in (select id + 2 from victims)"})
     finally:
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")

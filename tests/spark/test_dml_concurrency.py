@@ -12,7 +12,7 @@ import pytest
 from lance_ops import LanceTable
 from lance_ops.errors import CommitConflictError
 from lance_ops.format.deletion import BITMAP
-from tests.helpers import read_manifest
+from tests.helpers import commits_during, read_manifest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -32,10 +32,22 @@ def live_ids(p):
     return sorted(lance.dataset(p).to_table(columns=["id"])["id"].to_pylist())
 
 
+def test_a_handle_follows_the_table(spark, path):
+    """A handle reads the latest version at every call: another writer's
+    commits (even an overwrite) never make it stale (Delta's DeltaTable)."""
+    t, pinned = LanceTable(spark, path), LanceTable(spark, path, version=1)
+    lance.write_dataset(pa.table({"id": [1, 2], "v": [1, 2], "s": ["x", "y"]}), path, mode="overwrite")
+    assert (t.version, t.count(), pinned.version, pinned.count()) == (2, 2, 1, 400)
+    assert sorted(r.id for r in t.toDF().collect()) == [1, 2] and t.schema.names == ["id", "v", "s"]
+    info = t.delete("id = 1")  # no conflict: it starts from version 2
+    assert (info.readVersion, info.version, info.retries) == (2, 3, 0)
+    assert live_ids(path) == [2] and pinned.toDF().count() == 400
+
+
 def test_disjoint_deletes_in_one_fragment_rebase(spark, path):
     a, b = LanceTable(spark, path), LanceTable(spark, path)
-    a.delete("id = 5")
-    info = b.delete("id = 7 or id = 8")  # stale handle: v2 committed meanwhile
+    with commits_during(lambda: a.delete("id = 5")):  # v2 lands while b's delete runs
+        info = b.delete("id = 7 or id = 8")
     assert (info.version, info.readVersion, info.rebases, info.reruns, info.retries) == (3, 1, 1, 0, 1)
     assert live_ids(path) == [i for i in range(400) if i not in (5, 7, 8)]
     frag = read_manifest(path).manifest.fragments[0]
@@ -48,8 +60,8 @@ def test_disjoint_deletes_in_one_fragment_rebase(spark, path):
 
 def test_delete_racing_update_of_same_rows_reruns(spark, path):
     a, b = LanceTable(spark, path), LanceTable(spark, path)
-    a.update("id < 10", {"v": "-v"})
-    info = b.delete("id < 5")  # the rows it saw were moved by the update
+    with commits_during(lambda: a.update("id < 10", {"v": "-v"})):
+        info = b.delete("id < 5")  # the rows it saw were moved by the update
     assert (info.rebases, info.reruns) == (0, 1)  # same rows: re-run once on v2
     rows = {r["id"]: r["v"] for r in lance.dataset(path).to_table().to_pylist()}
     assert all(i not in rows for i in range(5))
@@ -59,8 +71,8 @@ def test_delete_racing_update_of_same_rows_reruns(spark, path):
 
 def test_update_vs_update_disjoint_rows_same_fragment(spark, path):
     a, b = LanceTable(spark, path), LanceTable(spark, path)
-    a.update("id = 1", {"v": "1000"})
-    info = b.update("id = 2", {"v": "2000"})
+    with commits_during(lambda: a.update("id = 1", {"v": "1000"})):
+        info = b.update("id = 2", {"v": "2000"})
     assert info.version == 3
     t = lance.dataset(path).to_table(with_row_id=True, columns=["id", "v", "_row_last_updated_at_version"])
     rows = {r["id"]: r for r in t.to_pylist()}
@@ -71,8 +83,8 @@ def test_update_vs_update_disjoint_rows_same_fragment(spark, path):
 
 def test_delete_vs_concurrent_compaction_reruns(spark, path):
     b = LanceTable(spark, path)
-    lance.dataset(path).optimize.compact_files(target_rows_per_fragment=1000)
-    info = b.delete("id % 2 = 0")
+    with commits_during(lambda: lance.dataset(path).optimize.compact_files(target_rows_per_fragment=1000)):
+        info = b.delete("id % 2 = 0")
     assert (info.rebases, info.reruns, info.version) == (0, 1, 4)  # rewritten fragments: re-run on v3
     assert live_ids(path) == list(range(1, 400, 2))
     ds = lance.dataset(path)
@@ -81,17 +93,18 @@ def test_delete_vs_concurrent_compaction_reruns(spark, path):
 
 def test_delete_and_append_interleave(spark, path):
     b = LanceTable(spark, path)
-    lance.write_dataset(pa.table({"id": [1000], "v": [1], "s": ["x"]}), path, mode="append")
-    info = b.delete("id < 3")
+    with commits_during(lambda: lance.write_dataset(pa.table({"id": [1000], "v": [1], "s": ["x"]}), path, mode="append")):
+        info = b.delete("id < 3")
     assert (info.rebases, info.reruns, info.version) == (1, 0, 3)
     assert live_ids(path) == list(range(3, 400)) + [1000]
 
 
 def test_merge_vs_concurrent_delete(spark, path):
     b = LanceTable(spark, path)
-    lance.dataset(path).delete("id = 10")
     src = spark.createDataFrame([(10, 1, "m"), (11, 1, "m"), (5000, 1, "m")], "id long, v long, s string")
-    info = b.merge(src, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    with commits_during(lambda: lance.dataset(path).delete("id = 10")):
+        b.merge(src, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    info = b.lastCommit()
     assert (info.rebases, info.reruns) == (0, 1)  # row 10 was deleted under it: re-run
     rows = {r["id"]: r["s"] for r in lance.dataset(path).to_table().to_pylist()}
     # Re-run on the new version: 10 is gone, so it is inserted again (Delta semantics).
@@ -100,8 +113,8 @@ def test_merge_vs_concurrent_delete(spark, path):
 
 def test_delete_vs_concurrent_overwrite_is_incompatible(spark, path):
     b = LanceTable(spark, path)
-    lance.write_dataset(pa.table({"id": [1], "v": [1], "s": ["x"]}), path, mode="overwrite")
-    with pytest.raises(CommitConflictError) as e:
+    overwrite = lambda: lance.write_dataset(pa.table({"id": [1], "v": [1], "s": ["x"]}), path, mode="overwrite")  # noqa: E731
+    with pytest.raises(CommitConflictError) as e, commits_during(overwrite):
         b.delete("id < 3")
     assert not e.value.retryable
     assert lance.dataset(path).version == 2 and live_ids(path) == [1]
@@ -110,8 +123,8 @@ def test_delete_vs_concurrent_overwrite_is_incompatible(spark, path):
 def test_retries_exhausted(spark, path, monkeypatch):
     b = LanceTable(spark, path)
     b.conflictRetries = 0
-    lance.dataset(path).update({"v": "0"}, where="id < 5")
-    with pytest.raises(CommitConflictError, match="conflictRetries=0"):
+    with pytest.raises(CommitConflictError, match="conflictRetries=0"), \
+            commits_during(lambda: lance.dataset(path).update({"v": "0"}, where="id < 5")):
         b.delete("id < 3")
     assert lance.dataset(path).version == 2
 

@@ -6,6 +6,7 @@ import pytest
 
 from lance_ops import LanceTable
 from lance_ops.errors import CommitConflictError
+from tests.helpers import commits_during
 
 
 @pytest.fixture
@@ -18,8 +19,8 @@ def path(tmp_path):
 
 def test_add_columns_after_concurrent_append_reruns(spark, path):
     t = LanceTable(spark, path)
-    lance.write_dataset(pa.table({"id": [1000], "x": [7]}), path, mode="append")
-    info = t.addColumns({"z": "x + 1"})
+    with commits_during(lambda: lance.write_dataset(pa.table({"id": [1000], "x": [7]}), path, mode="append")):
+        info = t.addColumns({"z": "x + 1"})
     assert (info.rebases, info.reruns, info.version) == (0, 1, 3)
     rows = lance.dataset(path).to_table().to_pylist()
     assert len(rows) == 301 and all(r["z"] == r["x"] + 1 for r in rows)  # the new fragment has it too
@@ -29,8 +30,8 @@ def test_add_columns_adopts_concurrent_delete(spark, path):
     """Deviation from pylance (which retries): a delete only changed deletion
     files; the Merge takes them over instead of re-running the backfill."""
     t = LanceTable(spark, path)
-    lance.dataset(path).delete("id < 5 or id between 200 and 299")  # incl. a whole fragment
-    info = t.addColumns({"z": "x * 10"})
+    with commits_during(lambda: lance.dataset(path).delete("id < 5 or id between 200 and 299")):  # incl. a fragment
+        info = t.addColumns({"z": "x * 10"})
     assert (info.version, info.rebases, info.reruns) == (3, 1, 0)
     ds = lance.dataset(path)
     rows = ds.to_table().to_pylist()
@@ -41,8 +42,8 @@ def test_add_columns_adopts_concurrent_delete(spark, path):
 
 def test_rewrite_columns_after_concurrent_delete_of_same_fragment_reruns(spark, path):
     t = LanceTable(spark, path)
-    lance.dataset(path).delete("id = 3")
-    info = t.rewriteColumns({"x": "x + 1"}, "id < 10")
+    with commits_during(lambda: lance.dataset(path).delete("id = 3")):
+        info = t.rewriteColumns({"x": "x + 1"}, "id < 10")
     assert (info.rebases, info.reruns) == (0, 1)
     rows = {r["id"]: r["x"] for r in lance.dataset(path).to_table().to_pylist()}
     assert 3 not in rows and rows[4] == 9 and rows[50] == 100
@@ -50,15 +51,15 @@ def test_rewrite_columns_after_concurrent_delete_of_same_fragment_reruns(spark, 
 
 def test_drop_column_after_concurrent_add_column_reruns(spark, path):
     t = LanceTable(spark, path)
-    lance.dataset(path).add_columns({"z": "x + 1"})
-    info = t.dropColumns("x")
+    with commits_during(lambda: lance.dataset(path).add_columns({"z": "x + 1"})):
+        info = t.dropColumns("x")
     assert (info.rebases, info.reruns) == (0, 1)
     assert lance.dataset(path).schema.names == ["id", "z"]
 
 
 def test_add_columns_after_concurrent_overwrite_fails(spark, path):
     t = LanceTable(spark, path)
-    lance.write_dataset(pa.table({"id": [1], "x": [1]}), path, mode="overwrite")
-    with pytest.raises(CommitConflictError) as e:
+    overwrite = lambda: lance.write_dataset(pa.table({"id": [1], "x": [1]}), path, mode="overwrite")  # noqa: E731
+    with pytest.raises(CommitConflictError) as e, commits_during(overwrite):
         t.addColumns({"z": "x + 1"})
     assert not e.value.retryable and lance.dataset(path).version == 2

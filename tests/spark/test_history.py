@@ -1,6 +1,10 @@
-"""history(): operation names, read versions and parameters for every kind of
-version -- written by pylance (compaction's ReserveFragments + Rewrite,
-add/drop columns, index, config, restore) and by us (DML, restore)."""
+"""history(): Delta's DESCRIBE HISTORY -- operation in Delta's words, the Lance
+transaction type in ``lanceOperation``, read versions, Delta's parameter and
+metric names -- for every kind of version: written by pylance (compaction's
+ReserveFragments + Rewrite, add/drop columns, index, config, restore) and by
+us (DML, one version per OPTIMIZE, restore, schema changes)."""
+import json
+
 import lance
 import pyarrow as pa
 
@@ -8,10 +12,10 @@ from lance_ops import LanceTable
 
 
 def entries(spark, path):
-    """version -> (operation, readVersion, parameters), oldest first."""
+    """version -> (operation, readVersion, parameters, lanceOperation), oldest first."""
     rows = LanceTable(spark, path).history().collect()
     assert [r.version for r in rows] == sorted((r.version for r in rows), reverse=True)
-    return {r.version: (r.operation, r.readVersion, r.operationParameters) for r in reversed(rows)}
+    return {r.version: (r.operation, r.readVersion, r.operationParameters, r.lanceOperation) for r in reversed(rows)}
 
 
 def test_history_of_pylance_written_versions(spark, tmp_path):
@@ -26,12 +30,14 @@ def test_history_of_pylance_written_versions(spark, tmp_path):
     lance.dataset(p, version=2).restore()
 
     h = entries(spark, p)
-    assert {v: op for v, (op, _, _) in h.items()} == {
-        1: "Overwrite", 2: "Delete", 3: "Merge", 4: "Project", 5: "ReserveFragments",
-        6: "Rewrite", 7: "CreateIndex", 8: "UpdateConfig", 9: "Restore",
+    assert {v: (op, lop) for v, (op, _, _, lop) in h.items()} == {
+        1: ("WRITE", "Overwrite"), 2: ("DELETE", "Delete"), 3: ("ADD COLUMNS", "Merge"),
+        4: ("DROP COLUMNS", "Project"), 5: ("RESERVE FRAGMENTS", "ReserveFragments"), 6: ("OPTIMIZE", "Rewrite"),
+        7: ("CREATE INDEX", "CreateIndex"), 8: ("SET TBLPROPERTIES", "UpdateConfig"), 9: ("RESTORE", "Restore"),
     }
-    assert {v: rv for v, (_, rv, _) in h.items()} == {1: 0, 2: 1, 3: 2, 4: 3, 5: 4, 6: 4, 7: 6, 8: 7, 9: 8}
-    assert h[2][2]["predicate"] == "id = 1"
+    assert {v: rv for v, (_, rv, _, _) in h.items()} == {1: 0, 2: 1, 3: 2, 4: 3, 5: 4, 6: 4, 7: 6, 8: 7, 9: 8}
+    assert h[1][2]["mode"] == "Overwrite"
+    assert h[2][2]["predicate"] == '["id = 1"]'  # Delta's JSON list of predicates
     assert h[3][2] == {"addedColumns": "y"} and h[4][2] == {"droppedColumns": "y"}
     assert h[5][2] == {"numFragments": "1"}
     assert h[6][2] == {"numGroups": "1", "oldFragments": "0,1,2,3"}
@@ -52,17 +58,79 @@ def test_history_of_our_versions(spark, tmp_path):
     t.restoreToVersion(2)
     t.addColumns({"z": "x + 1"})
     t.renameColumn("z", "zz")
+    t.optimize().executeCompaction()
+    t.setProperties({"k": "v"})
 
     h = entries(spark, p)
-    assert h[7][0] == "Merge" and h[7][2]["addedColumns"] == "z" and h[7][2]["columns"] == "z"
-    assert h[8][0] == "Project" and h[8][2]["renamedColumns"] == "z -> zz"
+    assert h[7][0] == "ADD COLUMNS" and h[7][3] == "Merge" and h[7][2]["addedColumns"] == "z"
+    assert h[8][0] == "RENAME COLUMN" and h[8][3] == "Project" and h[8][2]["renamedColumns"] == "z -> zz"
+    assert (h[8][2]["oldColumnPath"], h[8][2]["newColumnPath"]) == ("z", "zz")
+    # one version per OPTIMIZE (the fragment ids are reserved in the Rewrite's own commit)
+    assert h[9][:2] == ("OPTIMIZE", 8) and h[9][3] == "Rewrite" and h[10][0] == "SET TBLPROPERTIES"
+    assert json.loads(h[10][2]["properties"]) == {"k": "v"}
     h = {v: e for v, e in h.items() if v <= 6}
-    assert {v: (op, rv) for v, (op, rv, _) in h.items()} == {
-        1: ("Overwrite", 0), 2: ("Append", 1), 3: ("Delete", 2), 4: ("Update", 3), 5: ("Update", 4), 6: ("Restore", 5),
+    assert {v: (op, rv, lop) for v, (op, rv, _, lop) in h.items()} == {
+        1: ("CREATE TABLE AS SELECT", 0, "Overwrite"), 2: ("WRITE", 1, "Append"), 3: ("DELETE", 2, "Delete"),
+        4: ("UPDATE", 3, "Update"), 5: ("MERGE", 4, "Update"), 6: ("RESTORE", 5, "Restore"),
     }
-    assert h[3][2]["predicate"] == "id = 3"
-    assert h[4][2]["predicate"] == "id < 2" and h[4][2]["set"] == "x = x + 1"
-    assert h[5][2]["condition"] == "t.id = s.id"
+    assert h[2][2]["mode"] == "Append"
+    assert h[3][2]["predicate"] == '["id = 3"]'
+    assert h[4][2]["predicate"] == '["id < 2"]' and h[4][2]["set"] == "x = x + 1"
+    assert h[5][2]["predicate"] == '["t.id = s.id"]'
+    assert json.loads(h[5][2]["matchedPredicates"]) == [{"actionType": "updateAll"}]
+    assert json.loads(h[5][2]["notMatchedPredicates"]) == [{"actionType": "insertAll"}]
+    assert h[5][2]["notMatchedBySourcePredicates"] == "[]"
     assert h[6][2] == {"version": "2"}
-    metrics = LanceTable(spark, p, version=6).history(limit=1).collect()[0].operationMetrics
+    rows = {r.version: r for r in LanceTable(spark, p).history().collect()}
+    assert rows[2].isBlindAppend and not rows[3].isBlindAppend and rows[2].isolationLevel == "WriteSerializable"
+    assert rows[2].engineInfo.startswith("lance_ops ")
+    metrics = rows[6].operationMetrics
     assert metrics["numRowsAfterRestore"] == "11" and metrics["numOfFilesAfterRestore"]
+
+
+def test_metric_names_are_the_same_in_the_api_and_history(spark, tmp_path):
+    """The CommitInfo's metrics and history's operationMetrics carry the same
+    keys (Delta's names): what a job reads from one it finds in the other."""
+    p = str(tmp_path / "t.lance")
+    t = LanceTable.create(spark, p, spark.createDataFrame([(i, i) for i in range(20)], "id long, x long"),
+                          maxRowsPerFragment=5)
+    calls = [
+        lambda: t.append(spark.createDataFrame([(20, 20)], "id long, x long")),
+        lambda: t.delete("id = 3"),
+        lambda: t.update("id = 4", {"x": "0"}),
+        lambda: (t.merge(spark.createDataFrame([(5, 1), (99, 1)], "id long, x long"), "t.id = s.id")
+                 .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()),
+        lambda: t.optimize().executeCompaction(),
+        lambda: t.restoreToVersion(1),
+    ]
+    expected = {
+        "WRITE": {"numFiles", "numOutputRows", "numOutputBytes"},
+        "DELETE": {"numDeletedRows", "numRemovedFiles", "numAddedFiles", "numCopiedRows", "numDeletionVectorsAdded"},
+        "UPDATE": {"numUpdatedRows", "numAddedFiles", "numRemovedFiles", "numCopiedRows", "numDeletionVectorsAdded"},
+        "MERGE": {"numSourceRows", "numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted",
+                  "numTargetRowsCopied", "numOutputRows", "numTargetFilesAdded", "numTargetFilesRemoved"},
+        "OPTIMIZE": {"numAddedFiles", "numRemovedFiles", "numAddedBytes", "numRemovedBytes", "minFileSize",
+                     "maxFileSize", "p25FileSize", "p50FileSize", "p75FileSize", "numDeletionVectorsRemoved"},
+        "RESTORE": {"tableSizeAfterRestore", "numOfFilesAfterRestore", "numRemovedFiles", "numRestoredFiles",
+                    "removedFilesSize", "restoredFilesSize"},
+    }
+    for call in calls:
+        call()
+        info = t.lastCommit()
+        row = t.history(1).first()
+        assert row.version == info.version and row.readVersion == info.readVersion
+        assert set(row.operationMetrics) == set(info.metrics), row.operation
+        assert {k: str(v) for k, v in info.metrics.items()} == row.operationMetrics
+        assert expected[row.operation] <= set(row.operationMetrics), row.operation
+
+
+def test_operations_that_change_nothing_commit_nothing(spark, tmp_path):
+    p = str(tmp_path / "t.lance")
+    t = LanceTable.create(spark, p, spark.createDataFrame([(i, i) for i in range(10)], "id long, x long"))
+    info = t.delete("id > 100")
+    assert (info.version, info.committed, info.metrics["numDeletedRows"], info.operation) == (None, False, 0, "Delete")
+    info = t.update("id > 100", {"x": "0"})
+    assert (info.version, info.metrics["numUpdatedRows"]) == (None, 0)
+    r = t.merge(spark.createDataFrame([(1, 1)], "id long, x long"), "t.id = s.id").whenMatchedDelete("s.x > 5").execute()
+    assert tuple(r.first()) == (0, 0, 0, 0) and t.lastCommit().version is None
+    assert lance.dataset(p).version == 1 and [h.version for h in t.history().collect()] == [1]

@@ -106,10 +106,11 @@ def test_unqualified_names_resolve_in_the_clause_scope(spark, table, strategy):
     """``v`` alone is the source's in an insert and the target's in a BY SOURCE
     clause (ambiguous only where both are in scope), under both strategies."""
     t = LanceTable(spark, table)
-    info = (t.merge(src(spark, [(1, 5, "x"), (9, 7, "y")]), "t.id = s.id")
-            .whenNotMatchedInsert(condition="v > 6", values={"id": "id", "v": "v + 1", "w": "w"})
-            .whenNotMatchedBySourceUpdate(condition="v >= 20", set={"v": "v + 100"})
-            .execute())
+    (t.merge(src(spark, [(1, 5, "x"), (9, 7, "y")]), "t.id = s.id")
+     .whenNotMatchedInsert(condition="v > 6", values={"id": "id", "v": "v + 1", "w": "w"})
+     .whenNotMatchedBySourceUpdate(condition="v >= 20", set={"v": "v + 100"})
+     .execute())
+    info = t.lastCommit()
     rows = sorted(lance.dataset(table).to_table().to_pylist(), key=lambda r: r["id"])
     assert rows == [{"id": 1, "v": 10, "w": "a"}, {"id": 2, "v": 120, "w": "b"}, {"id": 3, "v": 130, "w": None},
                     {"id": 9, "v": 8, "w": "y"}]
@@ -118,10 +119,10 @@ def test_unqualified_names_resolve_in_the_clause_scope(spark, table, strategy):
 
 def test_column_conditions_work_in_every_clause(spark, table, strategy):
     t = LanceTable(spark, table)
-    info = (t.merge(src(spark, [(1, 5, "x"), (2, 0, "y")]), F.expr("t.id = s.id"))
-            .whenMatchedDelete(condition=F.expr("s.v > 1"))
-            .execute())
-    assert info.metrics["numDeletedRows"] == 1
+    result = (t.merge(src(spark, [(1, 5, "x"), (2, 0, "y")]), F.expr("t.id = s.id"))
+              .whenMatchedDelete(condition=F.expr("s.v > 1"))
+              .execute())
+    assert t.lastCommit().metrics["numDeletedRows"] == 1 == result.first().num_deleted_rows
     assert sorted(lance.dataset(table).to_table()["id"].to_pylist()) == [2, 3]
 
 

@@ -17,7 +17,7 @@ from lance_ops.errors import (
     InvalidArgumentError,
     SchemaMismatchError,
 )
-from tests.helpers import read_manifest
+from tests.helpers import commits_during, read_manifest
 
 LINEAGE = ["_row_created_at_version", "_row_last_updated_at_version"]
 
@@ -244,14 +244,16 @@ def test_constraints_outlive_overwrite_and_addColumns(spark, tmp_path):
 
 def test_constraint_added_concurrently_is_enforced_on_rebase(spark, tmp_path):
     path = str(tmp_path / "r.lance")
-    stale = LanceTable.create(spark, path, spark.createDataFrame([(1, 1.0)], "id long, v double"))
-    LanceTable(spark, path).addConstraint("positive_v", "v > 0")
-    version, files = lance.dataset(path).version, _files(path)
-    # prepared on the version without the constraint; the pre-commit check sees
-    # it after the rebase and the append is prepared again -- and refused
-    with pytest.raises(ConstraintViolationError):
-        stale.append(spark.createDataFrame([(2, -5.0)], "id long, v double"))
-    assert lance.dataset(path).version == version and _files(path) == files
+    t = LanceTable.create(spark, path, spark.createDataFrame([(1, 1.0)], "id long, v double"))
+    files = _files(path)
+    # prepared on the version without the constraint, which lands before it
+    # commits; the pre-commit check sees it after the rebase and the append is
+    # prepared again -- and refused
+    with pytest.raises(ConstraintViolationError), \
+            commits_during(lambda: LanceTable(spark, path).addConstraint("positive_v", "v > 0")):
+        t.append(spark.createDataFrame([(2, -5.0)], "id long, v double"))
+    assert lance.dataset(path).version == 2 and LanceTable(spark, path).constraints() == {"positive_v": "v > 0"}
+    assert _files(path) == files  # the refused append's data files are gone
 
 
 def test_expectations_gate(spark, tmp_path):

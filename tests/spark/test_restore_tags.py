@@ -49,10 +49,15 @@ def high_water(path):
 def test_restore_matches_pylance(spark, pair):
     ours, ref = pair
     t = LanceTable(spark, ours)
-    info = t.restoreToVersion(2)
+    result = t.restoreToVersion(2).first()
+    info = t.lastCommit()
     lance.dataset(ref, version=2).restore()
 
     assert (info.version, info.readVersion, info.operation) == (6, 5, "Restore")
+    # Delta's RESTORE result: the same numbers as the history's metrics
+    assert result.num_of_files_after_restore == info.metrics["numOfFilesAfterRestore"] == 3
+    assert (result.table_size_after_restore, result.num_restored_files, result.num_removed_files) == (
+        info.metrics["tableSizeAfterRestore"], info.metrics["numRestoredFiles"], info.metrics["numRemovedFiles"])
     assert t.version == 6 and t.count() == lance.dataset(ref).count_rows() == 22
     assert view(ours) == view(ref) == view(ref, version=2)
     assert high_water(ours) == high_water(ref)
@@ -68,15 +73,17 @@ def test_restore_matches_pylance(spark, pair):
 def test_restore_by_tag_name_and_history(spark, pair):
     ours, ref = pair
     lance.dataset(ours).tags.create("before-append", 2)
-    info = LanceTable(spark, ours).restoreToVersion("before-append")
+    t = LanceTable(spark, ours)
+    t.restoreToVersion("before-append")
+    info = t.lastCommit()
     lance.dataset(ref, version=2).restore()
     assert info.version == 6 and view(ours) == view(ref)
     assert info.metrics["numRowsAfterRestore"] == 22
     top = LanceTable(spark, ours).history(limit=1).collect()[0]
-    assert (top.operation, top.readVersion) == ("Restore", 5)
+    assert (top.operation, top.lanceOperation, top.readVersion) == ("RESTORE", "Restore", 5)
     assert top.operationParameters["version"] == "2" and top.operationParameters["tag"] == "before-append"
     pylance_top = LanceTable(spark, ref).history(limit=1).collect()[0]
-    assert (pylance_top.operation, pylance_top.operationParameters["version"]) == ("Restore", "2")
+    assert (pylance_top.operation, pylance_top.operationParameters["version"]) == ("RESTORE", "2")
 
 
 def test_restore_errors_leave_no_version(spark, pair):

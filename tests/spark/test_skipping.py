@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from benchmarks.harness import StageCounter
 from lance_ops import LanceTable
 from lance_ops.spark.datasource import read_skip_report
+from tests.helpers import committed
 
 N = 24_000
 
@@ -221,8 +222,8 @@ def test_merge_prunes_target_by_source_key_range(spark, indexed, tmp_path):
     t = LanceTable(spark, ours)
     # clustered keys: updates of 17000..17300 (some deleted rows) and inserts just above the table
     src = _upserts(list(range(17000, 17300)) + list(range(N, N + 40)))
-    info = (t.merge(spark.createDataFrame(src), "t.id = s.id")
-            .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+    info = committed(t, (t.merge(spark.createDataFrame(src), "t.id = s.id")
+            .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()))
     r = lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(src)
     assert _table_rows(ours) == _table_rows(ref)
     m = info.metrics
@@ -236,7 +237,7 @@ def test_merge_prunes_target_by_source_key_range(spark, indexed, tmp_path):
     covered = set(next(i for i in t.listIndices() if i["name"] == "id_idx")["fragmentIds"])
     uncovered = [f.id for f in LanceTable(spark, ours).snapshot.fragments if f.id not in covered]
     src2 = _upserts(list(range(N + 100, N + 110)))
-    info = t.merge(spark.createDataFrame(src2), "(s.id = t.id)").whenNotMatchedInsertAll().execute()
+    info = committed(t, t.merge(spark.createDataFrame(src2), "(s.id = t.id)").whenNotMatchedInsertAll().execute())
     lance.dataset(ref).merge_insert("id").when_not_matched_insert_all().execute(src2)
     assert _table_rows(ours) == _table_rows(ref)
     assert info.metrics["numInsertedRows"] == 10
@@ -246,14 +247,14 @@ def test_merge_prunes_target_by_source_key_range(spark, indexed, tmp_path):
     # scattered keys: their range spans every fragment, the key set only two
     uncovered = [f.id for f in LanceTable(spark, ours).snapshot.fragments if f.id not in covered]
     src_sc = _upserts([5001, 17050])
-    info = t.merge(spark.createDataFrame(src_sc), "t.id = s.id").whenMatchedUpdateAll().execute()
+    info = committed(t, t.merge(spark.createDataFrame(src_sc), "t.id = s.id").whenMatchedUpdateAll().execute())
     lance.dataset(ref).merge_insert("id").when_matched_update_all().execute(src_sc)
     assert _table_rows(ours) == _table_rows(ref)
     assert (info.metrics["numFragmentsScanned"], info.metrics["numFragmentsSkipped"]) == (2 + len(uncovered), 1)
 
     # NOT MATCHED BY SOURCE sees every target row: no pruning
     src3 = _upserts(list(range(0, 24_000, 5)))
-    info = t.merge(spark.createDataFrame(src3), "t.id = s.id").whenNotMatchedBySourceDelete().execute()
+    info = committed(t, t.merge(spark.createDataFrame(src3), "t.id = s.id").whenNotMatchedBySourceDelete().execute())
     lance.dataset(ref).merge_insert("id").when_not_matched_by_source_delete().execute(src3)
     assert _table_rows(ours) == _table_rows(ref)
     assert info.metrics["numFragmentsSkipped"] == 0
@@ -286,7 +287,7 @@ def test_merge_prunes_by_timestamp_and_date_keys(spark, tmp_path):
         t = LanceTable(spark, ours)
         t.createIndex(key, "ZONEMAP")
         s_df = spark.createDataFrame(src.to_pandas(), schema="ts timestamp, d date, v double")
-        info = t.merge(s_df, f"t.{key} = s.{key}").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        info = committed(t, t.merge(s_df, f"t.{key} = s.{key}").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
         r = (lance.dataset(ref).merge_insert(key).when_matched_update_all().when_not_matched_insert_all()
              .execute(src))
         m = info.metrics
@@ -308,8 +309,8 @@ def test_merge_prunes_by_timestamp_and_date_keys(spark, tmp_path):
     t = LanceTable(spark, ours)
     t.createIndex("d", "ZONEMAP")
     pq.write_table(src, str(tmp_path / "src.parquet"))
-    info = (t.merge(spark.read.parquet(str(tmp_path / "src.parquet")), "t.d = s.d").whenMatchedUpdateAll()
-            .whenNotMatchedInsertAll().execute())
+    info = committed(t, (t.merge(spark.read.parquet(str(tmp_path / "src.parquet")), "t.d = s.d").whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll().execute()))
     lance.dataset(ref).merge_insert("d").when_matched_update_all().when_not_matched_insert_all().execute(src)
     rows = lambda p: sorted(map(repr, lance.dataset(p).to_table().to_pylist()))  # noqa: E731
     assert rows(ours) == rows(ref)
@@ -348,7 +349,7 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     source = spark.read.parquet(str(tmp_path / "src.parquet"))
     _ = source.schema
     with StageCounter() as stages:
-        info = t.merge(source, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        info = committed(t, t.merge(source, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
     r = lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(src)
     assert _table_rows(ours) == _table_rows(ref)
     m = info.metrics
@@ -362,8 +363,8 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     again = _upserts(live)
     pq.write_table(again, str(tmp_path / "again.parquet"))
     with StageCounter() as stages:
-        info = t.merge(spark.read.parquet(str(tmp_path / "again.parquet")), "t.id = s.id").whenMatchedUpdateAll() \
-            .whenNotMatchedInsertAll().execute()
+        info = committed(t, t.merge(spark.read.parquet(str(tmp_path / "again.parquet")), "t.id = s.id").whenMatchedUpdateAll() \
+            .whenNotMatchedInsertAll().execute())
     r = lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(again)
     assert _table_rows(ours) == _table_rows(ref)
     assert (info.metrics["numUpdatedRows"], info.metrics["numInsertedRows"]) == (len(live), 0) == \
@@ -437,7 +438,7 @@ def test_merge_source_bounds_from_parquet_footers(spark, indexed, tmp_path, monk
         calls.clear()
         try:
             t = LanceTable(spark, p)
-            info = t.merge(source, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+            info = committed(t, t.merge(source, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
         finally:
             spark.conf.unset(FOOTER_STATS)
         return info.metrics, len(calls), t.table.history(1)[0]["operationParameters"].get("targetKeyRange"), p
@@ -591,8 +592,8 @@ def test_compaction_rebuilds_zone_maps(spark, indexed, tmp_path):
     copy = str(tmp_path / "c.lance")
     shutil.copytree(path, copy)
     t = LanceTable(spark, copy)
-    info = t.optimize().executeCompaction()
-    assert info.metrics["indicesRebuilt"] == 4 and info.metrics["indicesNarrowed"] == 0
+    info = committed(t, t.optimize().executeCompaction())
+    assert info.metrics["numIndicesRebuilt"] == 4 and info.metrics["numIndicesNarrowed"] == 0
     frags = [f.id for f in t.snapshot.fragments]
     assert frags == [3] and all(i["fragmentIds"] == frags for i in t.listIndices())
     ds = lance.dataset(copy)
@@ -818,7 +819,7 @@ def test_merge_probes_a_bloom_filter_of_source_keys(spark, tmp_path):
         lance.write_dataset(base, ref, max_rows_per_file=8000)
         t = LanceTable(spark, ours)
         s_df = spark.createDataFrame(src.to_pandas(), schema="k long, name string, d date, ts timestamp, v double")
-        info = t.merge(s_df, f"t.{key} = s.{key}").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        info = committed(t, t.merge(s_df, f"t.{key} = s.{key}").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
         r = (lance.dataset(ref).merge_insert(key).when_matched_update_all().when_not_matched_insert_all()
              .execute(src.cast(base.schema)))
         assert (info.metrics["numUpdatedRows"], info.metrics["numInsertedRows"]) == (

@@ -132,7 +132,7 @@ def test_vacuum_matches_pylance_cleanup(spark, history, tmp_path):
     ours, ref = copies(history, tmp_path)
     before = all_files(ours)
 
-    removed = LanceTable(spark, ours).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    removed = LanceTable(spark, ours).vacuumFiles(retentionHours=24, enforceRetentionDuration=False)
     stats = lance.dataset(ref).cleanup_old_versions(older_than=datetime.timedelta(hours=24))
 
     assert all_files(ours) == all_files(ref) - set(odd)
@@ -148,20 +148,20 @@ def test_vacuum_matches_pylance_cleanup(spark, history, tmp_path):
 
 def test_dry_run_lists_without_deleting(spark, history):
     before = all_files(history)
-    planned = LanceTable(spark, history).vacuum(retentionHours=24, dryRun=True, enforceRetentionDuration=False)
+    planned = LanceTable(spark, history).vacuumFiles(retentionHours=24, dryRun=True, enforceRetentionDuration=False)
     assert all_files(history) == before
     assert planned == sorted(planned) and len(planned) > 5
-    removed = LanceTable(spark, history).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    removed = LanceTable(spark, history).vacuumFiles(retentionHours=24, enforceRetentionDuration=False)
     assert removed == planned == sorted(before - all_files(history))
 
 
 def test_default_retention_keeps_recent_versions(spark, history):
     before = all_files(history)
     # Versions 1-5 are 10 days old: the default 7 days removes them, not 6 and 7.
-    assert LanceTable(spark, history).vacuum()
+    assert LanceTable(spark, history).vacuumFiles()
     assert versions_of(history) == [6, 7]
     age_versions(history, [6], 6 * DAY)
-    assert LanceTable(spark, history).vacuum() == []
+    assert LanceTable(spark, history).vacuumFiles() == []
     assert versions_of(history) == [6, 7] and all_files(history) < before
 
 
@@ -170,7 +170,7 @@ def test_tagged_old_version_is_kept_with_its_files(spark, history, tmp_path):
     t.createTag("audit", 5)
     ours, ref = copies(history, tmp_path)
 
-    LanceTable(spark, ours).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    LanceTable(spark, ours).vacuumFiles(retentionHours=24, enforceRetentionDuration=False)
     with pytest.raises(OSError, match="tagged version"):  # pylance's default refuses
         lance.dataset(ref).cleanup_old_versions(older_than=datetime.timedelta(hours=24))
     lance.dataset(ref).cleanup_old_versions(
@@ -192,16 +192,16 @@ def test_files_of_removed_versions_go_by_their_age(spark, history):
     (a copied table) waits until it is."""
     txn = "_transactions/" + read_manifest(history, 2).manifest.transaction_file
     os.utime(os.path.join(history, txn))
-    removed = LanceTable(spark, history).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    removed = LanceTable(spark, history).vacuumFiles(retentionHours=24, enforceRetentionDuration=False)
     assert txn not in removed and os.path.exists(os.path.join(history, txn))
     old = time.time() - 2 * DAY
     os.utime(os.path.join(history, txn), (old, old))
-    assert txn in LanceTable(spark, history).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    assert txn in LanceTable(spark, history).vacuumFiles(retentionHours=24, enforceRetentionDuration=False)
     assert not os.path.exists(os.path.join(history, txn))
 
 
 def test_vacuum_after_compaction(spark, tmp_path):
-    """Compaction's ReserveFragments + Rewrite: once the versions before it are
+    """Compaction's Rewrite (one version): once the versions before it are
     gone, so are the compacted fragments' data and deletion files."""
     p = str(tmp_path / "c.lance")
     t = LanceTable.create(spark, p, rows(spark, 40).coalesce(1), maxRowsPerFragment=10)
@@ -211,7 +211,7 @@ def test_vacuum_after_compaction(spark, tmp_path):
     # a fresh handle: age_table rewrote the manifests in place, which a handle
     # that cached them (manifests are immutable) would not see
     t = LanceTable(spark, p)
-    removed = t.vacuum(retentionHours=24, enforceRetentionDuration=False)
+    removed = t.vacuumFiles(retentionHours=24, enforceRetentionDuration=False)
     assert versions_of(p) == [t.version]
     assert any(r.startswith("_deletions/") for r in removed) and not os.listdir(os.path.join(p, "_deletions"))
     live = {f.path for frag in lance.dataset(p).get_fragments() for f in frag.metadata.files}
@@ -223,7 +223,7 @@ def test_vacuum_after_compaction(spark, tmp_path):
 def test_concurrent_writers_files_younger_than_retention_survive(spark, history):
     fresh = put_file(history, f"data/{new_data_file_name()}", 5 * 60)
     stale = put_file(history, f"data/{new_data_file_name()}", 2 * HOUR)
-    removed = LanceTable(spark, history).vacuum(retentionHours=1, enforceRetentionDuration=False)
+    removed = LanceTable(spark, history).vacuumFiles(retentionHours=1, enforceRetentionDuration=False)
     assert stale in removed and fresh not in removed
     assert os.path.exists(os.path.join(history, fresh)) and not os.path.exists(os.path.join(history, stale))
 
@@ -237,7 +237,7 @@ def test_leftovers_of_interrupted_writes(spark, history):
         put_file(history, "_versions/latest_version_hint.json.tmp-0a1b", 2 * HOUR),
     ]
     fresh = put_file(history, "_versions/.tmp-0a1b", 0)
-    removed = LanceTable(spark, history).vacuum(retentionHours=1, enforceRetentionDuration=False)
+    removed = LanceTable(spark, history).vacuumFiles(retentionHours=1, enforceRetentionDuration=False)
     assert set(old) <= set(removed) and fresh not in removed
     assert os.path.exists(os.path.join(history, "_versions/latest_version_hint.json"))
 
@@ -295,13 +295,30 @@ def test_orphans_by_any_name_in_the_managed_folders(spark, history):
     assert_versions_readable(spark, history)
 
 
-def test_stale_handle_keeps_its_version_and_newer(spark, history):
-    stale = LanceTable(spark, history, version=None)
+def test_a_handle_vacuums_from_the_latest_version(spark, history):
+    """A handle follows the table: one opened before another writer's commit
+    vacuums against the latest version (8), as Delta's does; what protects
+    readers of older versions is the retention (7 was the latest until just
+    now: kept)."""
+    t = LanceTable(spark, history, version=None)
     LanceTable(spark, history).append(rows(spark, 2, 300))
     age_versions(history, [6, 7], 10 * DAY)
-    stale.vacuum(retentionHours=24, enforceRetentionDuration=False)
-    assert versions_of(history) == [7, 8]
+    t.vacuumFiles(retentionHours=24, enforceRetentionDuration=False)
+    assert versions_of(history) == [7, 8] and t.version == 8
     assert_versions_readable(spark, history)
+
+
+def test_vacuum_returns_a_dataframe_of_the_files(spark, history):
+    """Delta's vacuum() returns a DataFrame: ours lists the files removed (full
+    paths; Delta's is empty), as VACUUM ... DRY RUN does."""
+    t = LanceTable(spark, history)
+    planned = t.vacuum(retentionHours=24, dryRun=True, enforceRetentionDuration=False)
+    assert planned.columns == ["path"]
+    paths = sorted(r.path for r in planned.collect())
+    assert paths == [f"{t.uri}/{p}" for p in t.vacuumFiles(retentionHours=24, dryRun=True,
+                                                             enforceRetentionDuration=False)]
+    assert sorted(r.path for r in t.vacuum(24, enforceRetentionDuration=False).collect()) == paths
+    assert t.vacuum(24, enforceRetentionDuration=False).count() == 0
 
 
 def test_unreadable_manifest_fails_without_deleting(spark, history):
@@ -324,7 +341,7 @@ def test_unreadable_manifest_fails_without_deleting(spark, history):
     with open(files[2], "r+b") as f:
         f.seek(-4, os.SEEK_END)
         f.write(b"XXXX")
-    removed = LanceTable(spark, history).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    removed = LanceTable(spark, history).vacuumFiles(retentionHours=24, enforceRetentionDuration=False)
     assert os.path.relpath(files[2], history) in removed
     assert versions_of(history) == [6, 7]
     assert_versions_readable(spark, history)
@@ -334,20 +351,20 @@ def test_retention_floor(spark, history):
     before = all_files(history)
     t = LanceTable(spark, history)
     with pytest.raises(InvalidArgumentError, match="retentionDurationCheck"):
-        t.vacuum(retentionHours=24)
+        t.vacuumFiles(retentionHours=24)
     with pytest.raises(InvalidArgumentError, match=">= 0"):
-        t.vacuum(retentionHours=-1, enforceRetentionDuration=False)
+        t.vacuumFiles(retentionHours=-1, enforceRetentionDuration=False)
     assert all_files(history) == before
     spark.conf.set(RETENTION_CHECK_CONF, "false")
     try:
-        assert t.vacuum(retentionHours=24, dryRun=True)
+        assert t.vacuumFiles(retentionHours=24, dryRun=True)
     finally:
         spark.conf.unset(RETENTION_CHECK_CONF)
 
 
 def test_refused_on_time_travel_handle(spark, history):
     with pytest.raises(ReadOnlyVersionError):
-        LanceTable(spark, history, version=6).vacuum()
+        LanceTable(spark, history, version=6).vacuumFiles()
 
 
 # ------------------------------------------------------------------ branches
@@ -376,7 +393,7 @@ def test_vacuum_keeps_files_a_branch_references(spark, tmp_path):
     dev_rows = lance.dataset(ours).checkout_version(("dev", None)).to_table().sort_by("id")
     v2 = "_versions/" + os.path.basename(manifest_files(ours)[2])
 
-    removed = LanceTable(spark, ours).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    removed = LanceTable(spark, ours).vacuumFiles(retentionHours=24, enforceRetentionDuration=False)
     lance.dataset(ref).cleanup_old_versions(older_than=datetime.timedelta(hours=24))
 
     def shape(path):  # file names are random: compare what kind of file is where
@@ -394,7 +411,7 @@ def test_vacuum_keeps_files_a_branch_references(spark, tmp_path):
 def test_vacuum_of_a_branch_never_touches_its_parents_files(spark, tmp_path):
     ours, ref = branched_table(tmp_path, "ours.lance"), branched_table(tmp_path, "ref.lance")
     main_before = {f for f in all_files(ours) if not f.startswith("tree/")}
-    LanceTable(spark, os.path.join(ours, "tree", "dev")).vacuum(retentionHours=24, enforceRetentionDuration=False)
+    LanceTable(spark, os.path.join(ours, "tree", "dev")).vacuumFiles(retentionHours=24, enforceRetentionDuration=False)
     lance.dataset(ref).checkout_version(("dev", None)).cleanup_old_versions(older_than=datetime.timedelta(hours=24))
 
     assert {f for f in all_files(ours) if not f.startswith("tree/")} == main_before

@@ -47,8 +47,8 @@ def test_create_append_overwrite_time_travel_match_pylance(spark, tmp_path):
 
     t = LanceTable.create(spark, ours, sdf(spark, d1), maxRowsPerFragment=250)
     lance.write_dataset(d1, ref, max_rows_per_file=250, enable_stable_row_ids=True)
-    assert t.version == 1 and t.lastCommit.operation == "Overwrite"
-    assert t.lastCommit.metrics["numInsertedRows"] == 900
+    assert t.version == 1 and t.lastCommit().operation == "Overwrite"
+    assert t.lastCommit().metrics["numInsertedRows"] == 900
     same(ours, ref)
 
     info = t.append(sdf(spark, d2))
@@ -70,9 +70,9 @@ def test_create_append_overwrite_time_travel_match_pylance(spark, tmp_path):
             LanceTable(spark, ours, version=v).toDF(withRowId=True, withLineage=True), lance_view(ours, v)
         )
     # The manifest says who wrote it; the row id high-water mark is pylance's.
-    assert t.detail()["nextRowId"] == 1240
+    assert t.detail().first()["nextRowId"] == 1240
     assert lance.dataset(ref).to_table(with_row_id=True)["_rowid"].to_pylist()[-1] == 1239
-    assert t.detail()["writerVersion"].startswith("lance_ops")
+    assert t.detail().first()["writerVersion"].startswith("lance_ops")
 
 
 def test_pylance_can_extend_our_table(spark, tmp_path):

@@ -35,7 +35,7 @@ def test_examples_sql_runs_end_to_end(spark, tmp_path, monkeypatch):
     ds = lance.dataset(copy)
     # the last statements: RESTORE TABLE events TO VERSION AS OF 1, then a count
     assert results[-1].head().rows_after_restore == 2000 == ds.count_rows()
-    history = [h["operation"] for h in LanceTable(spark, copy).table.history()]
+    history = [h["lanceOperation"] for h in LanceTable(spark, copy).table.history()]
     assert history[0] == "Restore" and history[-1] == "Overwrite"
     assert {"Delete", "Update", "Merge", "Project", "Rewrite", "UpdateConfig", "Append"} <= set(history)
     assert lance.dataset(str(demo / "events.lance")).version == 1  # the demo table itself is only read
@@ -121,12 +121,13 @@ def test_maintenance_notebook_runs_under_papermill(spark, tmp_path):
     assert "OPTIMIZE not run" in optimize and "compaction recommended" in optimize
     assert "vacuumed:" in text("if run_vacuum")
     history = text("DESCRIBE HISTORY maintained")
-    assert "Delete" in history and "Rewrite" not in history  # no compaction: run_optimize was False
+    assert "DELETE" in history and "Delete" in history  # Delta's words, the Lance transaction (lanceOperation)
+    assert "OPTIMIZE" not in history and "Rewrite" not in history  # no compaction: run_optimize was False
     assert "Restore" not in history  # restored after the history cell
     assert "table_size_after_restore" in text("if restore_version is not None")
     assert "350" in text("AS live_rows")  # version 2: after the delete
     ds = lance.dataset(p)
     assert ds.count_rows() == 350
     assert [v["version"] for v in ds.versions()] == [1, 2, 3] == [1, 2, ds.version]  # the tagged v1 kept
-    assert LanceTable(spark, p).history(1).head().operation == "Restore"
+    assert LanceTable(spark, p).history(1).head().operation == "RESTORE"
     shutil.rmtree(p)

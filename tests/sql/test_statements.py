@@ -108,9 +108,10 @@ def test_merge_clause_matrix_matches_api(spark, trio, clauses, api):
     # aliases other than t / s, and the target alias used in the clauses
     sql_clauses = clauses.replace("t.", "tgt.").replace("s.", "src.")
     r = one(run(spark, f"MERGE INTO lance.`{s}` tgt USING ({src}) src ON tgt.id = src.id {sql_clauses}"))
-    info = api(LanceTable(spark, a).merge(spark.sql(src), "t.id = s.id")).execute()
-    m = info.metrics
-    assert r == {
+    t = LanceTable(spark, a)
+    result = one(api(t.merge(spark.sql(src), "t.id = s.id")).execute())
+    m = t.lastCommit().metrics
+    assert r == result == {  # the API returns what the statement does
         "num_affected_rows": m["numUpdatedRows"] + m["numDeletedRows"] + m["numInsertedRows"],
         "num_updated_rows": m["numUpdatedRows"], "num_deleted_rows": m["numDeletedRows"],
         "num_inserted_rows": m["numInsertedRows"],
@@ -160,7 +161,7 @@ def test_create_table_as_select_with_properties_and_replace(spark, tmp_path):
     ds = lance.dataset(p)
     assert ds.version == 1 and ds.count_rows() == 100 and len(ds.get_fragments()) == 4
     assert ds.config() == {"owner": "ops"}
-    assert LanceTable(spark, p).detail()["stableRowIds"] is False
+    assert LanceTable(spark, p).detail().first()["stableRowIds"] is False
     with pytest.raises(TableExistsError):
         run(spark, f"CREATE TABLE lance.`{p}` AS SELECT 1 AS id")
     run(spark, f"CREATE TABLE IF NOT EXISTS lance.`{p}` AS SELECT 1 AS id")  # no-op
@@ -250,16 +251,24 @@ def test_table_properties_are_pylance_config(spark, trio):
 def test_optimize_vacuum_restore_history_detail(spark, trio):
     s, a, _ = trio
     r = one(run(spark, f"OPTIMIZE lance.`{s}` WITH (targetRowsPerFragment = 1000, materializeDeletions = true)"))
-    info = LanceTable(spark, a).optimize().executeCompaction(targetRowsPerFragment=1000)
+    t = LanceTable(spark, a)
+    api = one(t.optimize().executeCompaction(targetRowsPerFragment=1000))
+    info = t.lastCommit()
     assert r["path"] == LanceTable(spark, s).uri
     m = r["metrics"].asDict()
-    assert (m["numFragmentsRemoved"], m["numFragmentsAdded"], m["numRowsRewritten"]) == (
-        info.metrics["fragmentsRemoved"], info.metrics["fragmentsAdded"], info.metrics["rowsRewritten"])
+    assert (m["numFragmentsRemoved"], m["numFragmentsAdded"], m["numRowsRewritten"], m["numFilesAdded"]) == (
+        info.metrics["numRemovedFragments"], info.metrics["numAddedFragments"], info.metrics["numRowsRewritten"],
+        info.metrics["numAddedFiles"])
+    assert {k: v for k, v in m.items() if not k.endswith("TimeMs")} == {
+        k: v for k, v in api["metrics"].asDict().items() if not k.endswith("TimeMs")}  # the same as the API's
     assert m["version"] == info.version == lance.dataset(s).version
     assert_same(s, a)
     hist = run(spark, f"DESCRIBE HISTORY lance.`{s}` LIMIT 2").collect()
-    assert [h.operation for h in hist] == ["Rewrite", "ReserveFragments"]
+    # one version per OPTIMIZE: no ReserveFragments before it
+    assert (hist[0].operation, hist[0].lanceOperation) == ("OPTIMIZE", "Rewrite")
+    assert hist[1].lanceOperation != "ReserveFragments" and hist[1].version == hist[0].readVersion
     assert hist[0].operationParameters["targetRowsPerFragment"] == "1000"
+    assert hist[0].operationMetrics["numAddedFiles"] == str(m["numFilesAdded"])  # Delta's history name
     detail = one(run(spark, f"DESCRIBE DETAIL lance.`{s}`"))
     assert detail["format"] == "lance" and detail["numFragments"] == 1 and detail["numRows"] == 294
     assert detail["numFiles"] == 1 and detail["version"] == m["version"]
@@ -273,7 +282,7 @@ def test_optimize_vacuum_restore_history_detail(spark, trio):
     spark.conf.set(RETENTION_CHECK_CONF, "false")
     try:
         dry = {r.path for r in run(spark, f"VACUUM lance.`{s}` RETAIN 0 HOURS DRY RUN").collect()}
-        expected = set(LanceTable(spark, s).vacuum(0, dryRun=True, enforceRetentionDuration=False))
+        expected = set(LanceTable(spark, s).vacuumFiles(0, dryRun=True, enforceRetentionDuration=False))
         root = LanceTable(spark, s).uri
         assert dry == {f"{root}/{p}" for p in expected} and dry
         out = run(spark, f"VACUUM lance.`{s}` RETAIN 0 HOURS").collect()

@@ -92,7 +92,7 @@ def test_time_travel_tags_and_history_per_branch(table):
     assert t.version == 4
     assert Table(table, branch="dev", version=3).count() == 16
     assert [h["version"] for h in t.history()] == [4, 3, 2]  # the branch's own versions
-    assert t.history()[-1]["operation"] == "Clone"
+    assert t.history()[-1]["lanceOperation"] == "Clone" and t.history()[-1]["operation"] == "SHALLOW CLONE"
     t.createTag("dev-3", 3)
     assert lance.dataset(table).tags.list()["dev-3"]["branch"] == "dev"
     assert lance.dataset(table).checkout_version("dev-3").to_table().num_rows == 16

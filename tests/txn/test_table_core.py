@@ -42,8 +42,12 @@ def test_open_count_schema_detail(path):
 def test_history_of_another_writer(path):
     h = Table(path).history()
     assert [r["version"] for r in h] == [3, 2, 1]
-    assert [r["operation"] for r in h] == ["Delete", "Append", "Overwrite"]
-    assert h[0]["operationParameters"]["predicate"] == "id < 3"
+    # Delta's words, the Lance transaction in a column of its own
+    assert [r["operation"] for r in h] == ["DELETE", "WRITE", "WRITE"]
+    assert [r["lanceOperation"] for r in h] == ["Delete", "Append", "Overwrite"]
+    assert [r["operationParameters"].get("mode") for r in h] == [None, "Append", "Overwrite"]
+    assert [r["isBlindAppend"] for r in h] == [False, True, False]
+    assert h[0]["operationParameters"]["predicate"] == '["id < 3"]'  # Delta's JSON list
     assert all(r["userMetadata"] == {} for r in h)
     assert isinstance(h[0]["timestamp"], datetime.datetime)
     assert [r["version"] for r in Table(path, version=2).history()] == [2, 1]
@@ -62,6 +66,10 @@ def test_properties_round_trip_through_pylance(path):
     assert t.properties()["from_pylance"] == "1"
     t.unsetProperties(["owner"])
     assert lance.dataset(path).config() == {"lance.auto_cleanup.interval": "10", "from_pylance": "1"}
+    assert [(r["operation"], r["lanceOperation"]) for r in t.history(limit=3)] == [
+        ("UNSET TBLPROPERTIES", "UpdateConfig"), ("SET TBLPROPERTIES", "UpdateConfig"),
+        ("SET TBLPROPERTIES", "UpdateConfig")]
+    assert t.history(limit=1)[0]["operationParameters"] == {"properties": '["owner"]', "ifExists": "true"}
     with pytest.raises(InvalidArgumentError):
         t.unsetProperties(["nope"], ifExists=False)
     assert t.history(limit=3)[2]["userMetadata"] == {"job": "config"}
@@ -76,11 +84,22 @@ def test_tags_restore_and_time_travel(path):
     assert (info.version, info.operation, info.metrics["numRowsAfterRestore"]) == (4, "Restore", 12)
     assert lance.dataset(path).count_rows() == 12
     assert t.history(limit=1)[0]["operationParameters"] == {"version": "2", "tag": "before-delete"}
+    assert t.history(limit=1)[0]["operation"] == "RESTORE"
     t.deleteTag("before-delete")
     assert lance.dataset(path).tags.list() == {}
     with pytest.raises(TableNotFoundError):
         t.restoreToVersion(99)
     assert Table(path).version == 4
+
+
+def test_handles_follow_the_table_time_travel_stays(path):
+    latest, pinned = Table(path), Table(path, version=3)
+    lance.write_dataset(pa.table({"id": [99], "x": [9]}), path, mode="append")  # another writer
+    assert (latest.version, latest.count()) == (4, 10)  # follows: no refresh needed
+    assert (pinned.version, pinned.count()) == (3, 9)
+    info = latest.setProperties({"a": "b"})  # starts from the latest: no conflict, no rebase
+    assert (info.readVersion, info.version, info.retries) == (4, 5, 0)
+    assert [r["version"] for r in pinned.history()] == [3, 2, 1]
 
 
 def test_time_travel_handles_are_read_only(path):
