@@ -24,7 +24,7 @@ rest. One Spark job does it:
    dropped.
 
 The commit is compaction's: a ``Rewrite`` of every fragment of the version
-read into the new ones (ids reserved by a ``ReserveFragments`` first, as
+read into the new ones (ids taken in the Rewrite's own commit, as
 compaction commits), BTREE indices remapped and zone maps / bloom filters
 rebuilt over the new fragments (:mod:`lance_ops.ops.compact`). A concurrent
 change to any fragment makes the rewrite re-run on the new version.
@@ -56,8 +56,8 @@ from ..spark.errors import executor_errors, executor_task
 from ..spark.frames import rows_per_partition, scan_frame
 from ..txn.compaction import group_metrics
 from ..txn.log import Snapshot
-from ..txn.operations import ReserveFragments, Rewrite, RewriteGroup
-from ..txn.pipeline import StagedCommit
+from ..txn.operations import Rewrite, RewriteGroup
+from ..txn.pipeline import StagedCommit, max_fragment_id
 from .indices import rebuild_zonemaps, zonemaps_to_rebuild
 
 #: Bits of range id per column (255 boundaries: 256 ranges), fewer when many
@@ -313,7 +313,6 @@ def _staged(spark, snap: Snapshot, olds, new_frags, cols, bits) -> StagedCommit:
 
     groups = [olds]
     op = Rewrite([RewriteGroup(copy_messages(olds), new_frags)], allow_partial=True)
-    n_new = len(new_frags)
     rewritten_ids = BitMap(f.id for f in olds)
     to_remap = [
         idx for idx in snap.indices
@@ -322,8 +321,11 @@ def _staged(spark, snap: Snapshot, olds, new_frags, cols, bits) -> StagedCommit:
     ]
     to_rebuild = zonemaps_to_rebuild(snap, rewritten_ids)
 
-    def number_new_fragments(results) -> None:
-        next_id = results[0].snapshot.manifest.max_fragment_id - n_new + 1
+    def assign_ids(rewrite: Rewrite, base: Snapshot) -> None:
+        # one version per OPTIMIZE: the new fragments take the ids after the
+        # high-water mark of the version the Rewrite commits on (renumbered,
+        # and the index files redone, when a concurrent commit took them)
+        next_id = max_fragment_id(base) + 1
         for f in new_frags:
             f.id = next_id
             next_id += 1
@@ -333,7 +335,7 @@ def _staged(spark, snap: Snapshot, olds, new_frags, cols, bits) -> StagedCommit:
         if to_rebuild:
             rewritten += rebuild_zonemaps(spark, snap, to_rebuild, groups, [new_frags])
         if rewritten:
-            op.rewritten_indices = rewritten
+            rewrite.rewritten_indices = rewritten
             staged.extra_files.extend(index_dir(r.new_id.uuid) for r in rewritten)
 
     def committed_metrics(result) -> dict:
@@ -342,9 +344,9 @@ def _staged(spark, snap: Snapshot, olds, new_frags, cols, bits) -> StagedCommit:
         rebuilt = {bytes(i.uuid.uuid) for i in to_rebuild} & remapped
         touched = [idx for idx in snap.indices if idx.fragment_bitmap
                    and BitMap.deserialize(idx.fragment_bitmap) & rewritten_ids]
-        done["indicesRemapped"] = sum(1 for idx in touched if bytes(idx.uuid.uuid) in remapped - rebuilt)
-        done["indicesRebuilt"] = len(rebuilt)
-        done["indicesNarrowed"] = sum(
+        done["numIndicesRemapped"] = sum(1 for idx in touched if bytes(idx.uuid.uuid) in remapped - rebuilt)
+        done["numIndicesRebuilt"] = len(rebuilt)
+        done["numIndicesNarrowed"] = sum(
             1 for idx in touched
             if bytes(idx.uuid.uuid) not in remapped and compaction_rule(idx, snap.stable_row_ids) != EXTEND
         )
@@ -354,12 +356,7 @@ def _staged(spark, snap: Snapshot, olds, new_frags, cols, bits) -> StagedCommit:
     params = {"zOrderBy": "[" + ", ".join(f'"{c}"' for c in cols) + "]", "predicate": "[]",
               "bitsPerColumn": bits}
     metrics = group_metrics(op.groups)
-    staged = StagedCommit(
-        op, metrics, params,
-        before=[ReserveFragments(n_new)],
-        finish=number_new_fragments,
-        metrics_after=committed_metrics,
-    )
+    staged = StagedCommit(op, metrics, params, assign_ids=assign_ids, metrics_after=committed_metrics)
     return staged
 
 

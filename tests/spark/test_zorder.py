@@ -72,7 +72,7 @@ def test_zorder_skips_on_each_column_and_reads_the_same(spark, base, tmp_path):
     assert m.numFilesRemoved == FRAGMENTS and m.numFilesAdded == len(lance.dataset(p).get_fragments())
     assert m.zOrderStats.strategyName == "all" and m.version == t.version
     info = last_commit(t)
-    assert info.operation == "Rewrite" and info.metrics["indicesRebuilt"] == 2 and info.metrics["indicesRemapped"] == 1
+    assert info.operation == "Rewrite" and info.metrics["numIndicesRebuilt"] == 2 and info.metrics["numIndicesRemapped"] == 1
     ds = lance.dataset(p)
     assert abs(len(ds.get_fragments()) - FRAGMENTS) <= 2
     # pylance reads the same rows, ids and lineage; the deleted rows are gone for good
