@@ -362,43 +362,54 @@ class LanceTable:
         self.table.writable()
 
     def _run(self, name: str, prepare, commitProperties: dict | None = None, expectations=None,
-             start: Snapshot | None = None, operation: str | None = None) -> CommitInfo:
+             start: Snapshot | None = None, operation: str | None = None,
+             txnAppId: str | None = None, txnVersion: int | None = None) -> CommitInfo:
         """Commit ``prepare``'s change through the core's pipeline, starting
         from ``start`` (the snapshot the operation planned on), its Spark jobs
         labelled with the operation and the version they read; ``operation``
         is the history's (Delta's) word for it; ``expectations`` adds the
-        data-quality gate (:mod:`lance_ops.ops.quality`)."""
+        data-quality gate (:mod:`lance_ops.ops.quality`); ``txnAppId`` /
+        ``txnVersion`` make it an idempotent write (Delta's: skipped when the
+        table already holds it; :mod:`lance_ops.txn.idempotence`)."""
         checks = []
         if expectations is not None:
             from .ops.quality import expectations_check
 
             checks.append(expectations_check(self._spark, expectations))
         return self.table.execute(labelled(self._spark, name, self.uri, prepare), commitProperties=commitProperties,
-                                  checks=checks, start=start, operation=operation)
+                                  checks=checks, start=start, operation=operation, txnAppId=txnAppId,
+                                  txnVersion=txnVersion)
 
     def append(self, df, allowMissingColumns: bool = False, expectations=None,
-               commitProperties: dict | None = None) -> CommitInfo:
+               commitProperties: dict | None = None, txnAppId: str | None = None,
+               txnVersion: int | None = None) -> CommitInfo:
         """Append ``df``'s rows. ``allowMissingColumns=True`` lets ``df`` leave
         out nullable columns: the new fragments have no data file for them and
         read them as NULL until ``backfill`` computes them. ``expectations``:
         a great_expectations suite the new rows must pass before the commit.
-        The table's CHECK constraints are enforced in the writing tasks."""
+        The table's CHECK constraints are enforced in the writing tasks.
+        ``txnAppId`` / ``txnVersion`` (every write takes them): an idempotent
+        write, skipped when the table already holds that version of that app
+        (``CommitInfo.skipped``; Delta's semantics)."""
         from .ops.write import write_dataframe
 
         self._writable()
         snap = self.snapshot
         prepare = write_dataframe(self._store, df, "append", allow_missing=allowMissingColumns)
-        return self._run("append", prepare, commitProperties, expectations, start=snap, operation="WRITE")
+        return self._run("append", prepare, commitProperties, expectations, start=snap, operation="WRITE",
+                         txnAppId=txnAppId, txnVersion=txnVersion)
 
-    def overwrite(self, df, expectations=None, commitProperties: dict | None = None) -> CommitInfo:
+    def overwrite(self, df, expectations=None, commitProperties: dict | None = None, txnAppId: str | None = None,
+                  txnVersion: int | None = None) -> CommitInfo:
         from .ops.write import write_dataframe
 
         self._writable()
         snap = self.snapshot
         return self._run("overwrite", write_dataframe(self._store, df, "overwrite"), commitProperties, expectations,
-                         start=snap, operation="WRITE")
+                         start=snap, operation="WRITE", txnAppId=txnAppId, txnVersion=txnVersion)
 
-    def delete(self, condition=None, commitProperties: dict | None = None) -> CommitInfo:
+    def delete(self, condition=None, commitProperties: dict | None = None, txnAppId: str | None = None,
+               txnVersion: int | None = None) -> CommitInfo:
         """Delete rows matching ``condition`` (Spark SQL string or Column; None
         deletes every row). Writes deletion files only; a delete matching no
         row commits nothing (``version`` None)."""
@@ -409,10 +420,10 @@ class LanceTable:
         self._writable()
         snap = self.snapshot
         return self._run("delete", delete(self._spark, snap, condition), commitProperties, start=snap,
-                         operation="DELETE")
+                         operation="DELETE", txnAppId=txnAppId, txnVersion=txnVersion)
 
     def update(self, condition=None, set: dict | None = None, commitProperties: dict | None = None,  # noqa: A002 (Delta's name)
-               expectations=None) -> CommitInfo:
+               expectations=None, txnAppId: str | None = None, txnVersion: int | None = None) -> CommitInfo:
         """Set columns of rows matching ``condition`` (None: all rows) to new
         values (Spark SQL strings or Columns); an update matching no row
         commits nothing (``version`` None)."""
@@ -424,7 +435,7 @@ class LanceTable:
         self._writable()
         snap = self.snapshot
         return self._run("update", update(self._spark, snap, condition, set), commitProperties, expectations,
-                         start=snap, operation="UPDATE")
+                         start=snap, operation="UPDATE", txnAppId=txnAppId, txnVersion=txnVersion)
 
     def merge(self, source, condition):
         """Delta's merge builder. The target's alias is ``t`` unless
@@ -460,7 +471,7 @@ class LanceTable:
 
     def backfill(self, source, readColumns=None, outputSchema=None, where=None, fragmentsPerCommit: int | None = None,
                  expectations=None, commitProperties: dict | None = None, advanceWatermark: bool = True,
-                 fillNulls: bool = False) -> CommitInfo:
+                 fillNulls: bool = False, txnAppId: str | None = None, txnVersion: int | None = None) -> CommitInfo:
         """Compute existing columns where they are missing: ``{"g": "f0 * 2"}``
         (Spark SQL) or ``fn, readColumns=[...], outputSchema="g double"`` (an
         Arrow batch function). Fragments with no data file for the columns get
@@ -473,12 +484,14 @@ class LanceTable:
         the metrics of all (``numCommits``, ``watermark``); ``version`` None
         when there was nothing to do. ``fillNulls=True`` also recomputes rows
         whose column is NULL in fragments that have it (rows appended with
-        the column explicitly NULL). See :mod:`lance_ops.ops.backfill`."""
+        the column explicitly NULL). ``txnAppId`` / ``txnVersion``: skipped
+        when the table already holds it; its last commit records it. See
+        :mod:`lance_ops.ops.backfill`."""
         from .ops.backfill import Backfill
 
         self._writable()
         return Backfill(self, source, readColumns, outputSchema, where, fragmentsPerCommit, expectations,
-                        commitProperties, advanceWatermark, fillNulls).run()
+                        commitProperties, advanceWatermark, fillNulls, txn=(txnAppId, txnVersion)).run()
 
     def featureStatus(self, column: str) -> dict:
         """Metadata-only state of a feature column: watermark, data version,

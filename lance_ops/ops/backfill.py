@@ -99,6 +99,7 @@ from ..spark.frames import (
 )
 from ..spark.journal import journaled
 from ..spark.types import spark_arrow_schema, spark_schema
+from ..txn.idempotence import TxnId, is_done
 from ..txn.log import Snapshot
 from ..txn.operations import DataReplacement, UpdateConfig
 from ..txn.pipeline import StagedCommit
@@ -214,7 +215,7 @@ def _chunks(ids: list[int], size: int | None) -> list[list[int]]:
 class Backfill:
     def __init__(self, table, source, read_columns=None, output_schema=None, where=None,
                  fragments_per_commit: int | None = None, expectations=None, commit_properties=None,
-                 advance_watermark: bool = True, fill_nulls: bool = False):
+                 advance_watermark: bool = True, fill_nulls: bool = False, txn=(None, None)):
         if fragments_per_commit is not None and int(fragments_per_commit) <= 0:
             raise InvalidArgumentError("fragmentsPerCommit must be a positive number of fragments")
         self.table = table
@@ -229,6 +230,8 @@ class Backfill:
         self.where = where
         self.per_commit = fragments_per_commit
         self.advance = advance_watermark
+        #: (txnAppId, txnVersion): an idempotent backfill, recorded by its last commit
+        self.txn = TxnId.of(*txn)
         self.expectations = expectations
         self.commit_properties = commit_properties
         self.params = {"columns": ", ".join(self.plan.names), "source": self.plan.describe(),
@@ -240,6 +243,9 @@ class Backfill:
     def run(self) -> CommitInfo:
         t = self.table
         start = t.snapshot
+        done = is_done(start, self.txn)
+        if done is not None:
+            return CommitInfo(version=None, readVersion=start.version, operation="", skipped=str(done))
         fields = [start.schema.field(n) for n in self.plan.names]
         kinds = _kinds(start, fields, self.where)
         pre = self._skip_unmatched(start, kinds)
@@ -249,9 +255,13 @@ class Backfill:
                  sum(k == FILL for k in kinds.values()), sum(k == REWRITE for k in kinds.values()), len(batches))
         totals: dict = {}
         committed: list[CommitInfo] = []
+        # which commit records an idempotent backfill: the watermark's, else the last batch's
+        advances = self.advance and any((watermark(start, n) or -1) < data_version(start) for n in self.plan.names)
         for n, (kind, ids) in enumerate(batches, 1):
+            last = n == len(batches) and not advances
             info = t._run("backfill", self._prepare(kind, ids), self.commit_properties, self.expectations,
-                          operation="BACKFILL")
+                          operation="BACKFILL", txnAppId=self.txn.app_id if self.txn and last else None,
+                          txnVersion=self.txn.version if self.txn and last else None)
             if info.version is None:
                 log.info("backfill %s: batch %d/%d had nothing left to do", self.params["columns"], n, len(batches))
                 continue
@@ -319,7 +329,9 @@ class Backfill:
                 return None
             return StagedCommit(UpdateConfig(config_updates=(todo, False)), {}, {"properties": json.dumps(todo)})
 
-        info = t.table.execute(prepare, commitProperties=self.commit_properties, operation="SET TBLPROPERTIES")
+        info = t.table.execute(prepare, commitProperties=self.commit_properties, operation="SET TBLPROPERTIES",
+                               txnAppId=self.txn.app_id if self.txn else None,
+                               txnVersion=self.txn.version if self.txn else None)
         return info if info.version is not None else None
 
     def _prepare(self, kind: str, ids: list[int]):

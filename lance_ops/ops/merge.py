@@ -127,12 +127,15 @@ class MergeBuilder:
         self._schema_evolution = True
         return self
 
-    def execute(self, commitProperties: dict | None = None, expectations=None):
+    def execute(self, commitProperties: dict | None = None, expectations=None, txnAppId: str | None = None,
+                txnVersion: int | None = None):
         """Run the merge; returns Delta's result: a one-row DataFrame
         ``num_affected_rows, num_updated_rows, num_deleted_rows,
         num_inserted_rows`` (``t.lastCommit()`` is the CommitInfo).
         ``expectations``: a great_expectations suite the written rows must
-        pass before the commit."""
+        pass before the commit. ``txnAppId`` / ``txnVersion``: an idempotent
+        merge (e.g. per ``foreachBatch`` batch id), skipped when the table
+        already holds it."""
         from .shapes import merge_frame
 
         t = self._table
@@ -144,7 +147,8 @@ class MergeBuilder:
                    Clause(c.kind, c.action, c.condition, target_keys(c.assignments, aliases[0], snap.schema.names))
                    for c in self._clauses]
         prepare = merge(t._spark, snap, self._source, self._condition, clauses, self._schema_evolution, aliases)
-        info = t._run("merge", prepare, commitProperties, expectations, start=snap, operation="MERGE")
+        info = t._run("merge", prepare, commitProperties, expectations, start=snap, operation="MERGE",
+                      txnAppId=txnAppId, txnVersion=txnVersion)
         return merge_frame(t._spark, info)
 
 

@@ -184,3 +184,34 @@ def test_source_streams_the_change_feed(spark, tmp_path):
                    .option("startingVersion", 2).load(uri).collect())
     assert got == sorted([(i, i * 10, "insert", 1) for i in range(6)] + batch)
     assert (0, 0, "delete", 2) in batch and (1, 11, "update_postimage", 3) in batch and (6, 60, "insert", 4) in batch
+
+
+def test_idempotent_writes_through_the_api(spark, tmp_path):
+    """txnAppId / txnVersion on append, the data source writer, merge (as a
+    foreachBatch would use it), update, delete and backfill: each repeat of a
+    (app id, version) already committed is skipped -- nothing committed, no
+    file left -- and the watermark is the table config pylance sees."""
+    uri = str(tmp_path / "t.lance")
+    t = LanceTable.create(spark, uri, spark.range(0, 4).selectExpr("id", "id AS v"))
+    rows = spark.range(10, 12).selectExpr("id", "id AS v")
+    assert t.append(rows, txnAppId="job", txnVersion=1).version == 2
+    again = t.append(rows, txnAppId="job", txnVersion=1)
+    assert again.version is None and "skipped" in again.skipped
+    for _ in range(2):
+        spark.range(20, 21).selectExpr("id", "id AS v").write.format("lance").mode("append") \
+            .option("txnAppId", "job").option("txnVersion", 2).save(uri)
+    src = spark.range(0, 2).selectExpr("id", "id + 100 AS v")
+    for _ in range(2):  # a foreachBatch body run twice for batch 3
+        t.merge(src, "t.id = s.id").whenMatchedUpdateAll().execute(txnAppId="job", txnVersion=3)
+    assert t.update("id = 3", {"v": "v + 1"}, txnAppId="job", txnVersion=4).version is not None
+    assert t.update("id = 3", {"v": "v + 1"}, txnAppId="job", txnVersion=4).skipped
+    assert t.delete("id = 2", txnAppId="job", txnVersion=5).version is not None
+    assert t.delete("id = 11", txnAppId="job", txnVersion=5).skipped  # (not run: the version is taken)
+    got = sorted((r["id"], r["v"]) for r in lance.dataset(uri).to_table().to_pylist())
+    assert got == [(0, 100), (1, 101), (3, 4), (10, 10), (11, 11), (20, 20)]
+    assert lance.dataset(uri).config()["lance_ops.txn.job"] == "5"
+    assert Table(uri).version == 6  # create + 5 writes, none twice
+    data = os.path.join(uri, "data")
+    referenced = {os.path.basename(d.path) for v in range(1, 7)
+                  for f in lance.dataset(uri, version=v).get_fragments() for d in f.data_files()}
+    assert set(os.listdir(data)) == referenced  # the skipped writes' files are gone
