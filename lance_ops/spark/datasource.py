@@ -80,6 +80,7 @@ from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
 from ..storage.objectstore import ObjectStore
 from ..txn.log import open_ref, open_version
 from .errors import executor_task
+from .pyspark_internals import planner_pushdown  # (the one place that reads pyspark's internals)
 from .types import spark_arrow_schema, spark_schema, to_spark_batch
 
 DEFAULT_ROWS_PER_PARTITION = 1 << 20
@@ -734,39 +735,6 @@ class LanceDataSourceWriter(DataSourceArrowWriter):
 # ---------------------------------------------------------------------------
 # The data source
 # ---------------------------------------------------------------------------
-
-
-#: The Python planner workers that create a data source's reader: the one
-#: that pushes filters (run only when filter pushdown is on) and the one
-#: that plans a read without pushing (which refuses a reader implementing
-#: ``pushFilters`` when pushdown is off: DATA_SOURCE_PUSHDOWN_DISABLED).
-_PUSHDOWN_PLANNER = "pyspark.sql.worker.data_source_pushdown_filters"
-_READ_PLANNER = "pyspark.sql.worker.plan_data_source_read"
-
-
-def planner_pushdown() -> bool | None:
-    """Whether the Spark planner worker asking for a reader (this call's
-    caller chain) pushes filters into it: True in the pushdown planner,
-    the ``enable_pushdown`` flag Spark sent the read planner there, None
-    when called from neither (Spark's own check decides then).
-
-    Why: ``spark.sql.python.filterPushdown.enabled`` is a runtime SQL conf
-    the session may switch at any time, after the data source was
-    registered; Spark refuses a reader with ``pushFilters`` once it is off,
-    and a reader without it never gets filters while it is on. The planner
-    worker knows the conf of the query being planned; the registration only
-    the conf of its time."""
-    import sys
-
-    f = sys._getframe(1)
-    while f is not None:
-        mod = f.f_globals.get("__name__")
-        if mod == _PUSHDOWN_PLANNER:
-            return True
-        if mod == _READ_PLANNER and "enable_pushdown" in f.f_locals:
-            return bool(f.f_locals["enable_pushdown"])
-        f = f.f_back
-    return None
 
 
 class LanceDataSource(DataSource):
