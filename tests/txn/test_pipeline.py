@@ -234,8 +234,8 @@ def test_preceding_commits_and_finish(store):
     schema.assign_ids(2)
     seen = []
     staged = staged_append(store)
-    staged.before = [Merge(list(snap.fragments), schema), ReserveFragments(2)]
-    staged.finish = lambda results: seen.extend(r.version for r in results)
+    staged.flow.before = [Merge(list(snap.fragments), schema), ReserveFragments(2)]
+    staged.flow.finish = lambda results: seen.extend(r.version for r in results)
     info = execute(store, snap, lambda s: staged)
     assert seen == [2, 3] and info.version == 4 and info.rebases == 0
     ds = lance.dataset(store.root)
