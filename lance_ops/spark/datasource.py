@@ -302,6 +302,10 @@ class LanceScanReader(DataSourceReader):
         self._snapshot = snapshot
         self.split_fragments = opts.split_fragments
         self.scan_trace = opts.scan_trace
+        #: (columns, directory): each task writes the bounds of these columns
+        #: over every fragment it reads whole (:mod:`lance_ops.format.fragbounds`;
+        #: set by the driver-planned scans that prune by them later: a merge's target)
+        self.record_bounds: tuple[list[str], str] | None = None
         # Planned in partitions(), once pushFilters may have narrowed the scan.
         self._fragments = [f for f in snapshot.fragments if opts.fragment_ids is None or f.id in opts.fragment_ids]
 
@@ -318,7 +322,7 @@ class LanceScanReader(DataSourceReader):
         skipped_by_lineage = len(self._fragments) - len(fragments)
         ranges = None
         conjuncts = filters_to_conjuncts(self.pushed)
-        if conjuncts and self._snapshot.indices:
+        if conjuncts:  # (indices, and the fragment bounds this process saw: format/fragbounds)
             from ..format.pruning import skip_plan
 
             plan = skip_plan(self._snapshot, conjuncts, fragments)
@@ -344,12 +348,19 @@ class LanceScanReader(DataSourceReader):
         if self.row_filter:
             from .rowfilter import apply as apply_row_filter
         rows = 0
+        bounds_cols = [c for c in self.record_bounds[0] if c in self.columns] if self.record_bounds else []
+        recorded = []
         for frag_bytes, start, end in partition.pieces:
             frag = table_pb2.DataFragment.FromString(frag_bytes)
             scan = FragmentScan(
                 frag, self.columns, self.metadata, start, end, stable_row_ids=self.stable_row_ids
             )
+            whole = bounds_cols and start == 0 and end >= frag.physical_rows
+            seen = {c: [] for c in bounds_cols} if whole else None
             for batch in scan_fragment(self.store, self.lance_schema, scan):
+                if seen is not None:
+                    for c in bounds_cols:
+                        seen[c].append(batch.column(c))
                 out = to_spark_batch(batch, self.arrow_target)
                 if self.key_filter is not None:  # (on the values Spark will compare)
                     from ..format.keyfilter import may_contain_each
@@ -371,8 +382,28 @@ class LanceScanReader(DataSourceReader):
                     continue
                 rows += out.num_rows
                 yield out
+            if seen is not None:
+                recorded += fragment_bounds(frag, self.lance_schema, seen)
+        if recorded:
+            from ..format.fragbounds import write_records
+
+            write_records(self.record_bounds[1], recorded)
         if self.scan_trace:
             write_scan_trace(self, partition, rows)
+
+
+def fragment_bounds(frag, schema, seen: dict) -> list:
+    """[(cache key, (min, max, nulls))] of the columns read whole from one
+    fragment (:mod:`lance_ops.format.fragbounds`)."""
+    from ..format.fragbounds import key_of, stats, supported
+
+    out = []
+    for c, arrays in seen.items():
+        field = schema.field(c)
+        key = key_of(frag, field.id)
+        if key is not None and supported(field.arrow_type()):
+            out.append((key, stats(arrays)))
+    return out
 
 
 def report_scan(reader: "LanceScanReader", fragments, ranges, skipped_by_lineage: int, tasks: int) -> dict:

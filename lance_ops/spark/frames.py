@@ -342,7 +342,7 @@ def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(R
 
 def planned_scan_frame(spark, snapshot: Snapshot, columns: list[str], metadata=(ROW_ADDR,), filters=(),
                        split_fragments: bool = True, skip_report: str | None = None,
-                       key_filter=None) -> DataFrame:
+                       key_filter=None, record_bounds: tuple[list[str], str] | None = None) -> DataFrame:
     """:func:`scan_frame`'s read, planned here in the driver: the ``lance``
     data source's reader gets ``filters`` (``pyspark.sql.datasource``
     filters, as Spark would push them: data skipping prunes by them, the
@@ -365,6 +365,7 @@ def planned_scan_frame(spark, snapshot: Snapshot, columns: list[str], metadata=(
                        key_filter=key_filter_option(key_filter[0], key_filter[1]) if key_filter else None)
     schema = spark_schema(snapshot.schema, list(columns), list(metadata))
     reader = LanceScanReaderWithPushdown(opts, snapshot.version, schema, store.root, snapshot=snapshot)
+    reader.record_bounds = record_bounds  # ((columns, directory): fragment key bounds, see format/fragbounds)
     for _ in reader.pushFilters(list(filters)):
         pass
     parts = [p for p in reader.partitions() if p.pieces]
