@@ -27,12 +27,13 @@ from ..spark.arrowtasks import (
     run_arrow_changes,
     scanned_metrics,
 )
-from ..spark.constraints import referenced, specs_for, with_checks
+from ..spark.constraints import specs_for, with_checks
 from ..spark.errors import executor_errors
 from ..spark.frames import (
     SkipReport,
     as_column,
     check_condition,
+    checked_columns,
     describe,
     referenced_columns,
     scan_frame,
@@ -108,7 +109,7 @@ def update(spark, snapshot: Snapshot, condition, assignments: dict):
 
     def _spark_changes(spark, snap, specs):
         refs = referenced_columns(analysis_frame(spark, snap), exprs)
-        checked = referenced(spark, snap, specs)
+        checked = checked_columns(spark, snap, specs)
         data_cols = [c for c in snap.schema.names if c in refs or c in checked]
         meta = [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
         report = SkipReport(snap)
