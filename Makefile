@@ -71,8 +71,12 @@ bench: setup
 protos: setup
 	$(PY) scripts/gen_protos.py
 
+# ruff, then the architecture: the layer order, no import cycles (function-level
+# imports count) and no pyspark below lance_ops.spark -- the import-linter
+# contracts in pyproject.toml.
 lint: setup
 	$(PY) -m ruff check lance_ops jobs sql airflow_dags tests benchmarks scripts
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) demo-data .pytest_cache
