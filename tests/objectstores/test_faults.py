@@ -23,7 +23,7 @@ def staged_files(store) -> list[str]:
 
 
 @pytest.mark.parametrize("step", list(STEPS))
-def test_writer_killed_after_step(step, store_kind, moto, postgres, tmp_path):
+def test_writer_killed_after_step(step, store_kind, moto, postgres, tmp_path, processes):
     uri, options = store_location(store_kind, moto, postgres, tmp_path, f"kill-{step}")
     wl.create(uri, options, rows=2)
     (rc, recs, _err), = run_writers(uri, options, [(7, 1, ["--kill-after", step])]).values()
@@ -50,7 +50,7 @@ def test_writer_killed_after_step(step, store_kind, moto, postgres, tmp_path):
     assert Table(uri, options).count() == len(rows) + 1
 
 
-def test_reader_refuses_a_claimed_version_whose_manifest_is_gone(moto, postgres, tmp_path):
+def test_reader_refuses_a_claimed_version_whose_manifest_is_gone(moto, postgres, tmp_path, processes):
     uri, options = store_location("sqlite", moto, postgres, tmp_path, "gone")
     wl.create(uri, options, rows=2)
     (rc, _recs, _err), = run_writers(uri, options, [(7, 1, ["--kill-after", "claim"])]).values()

@@ -151,7 +151,7 @@ def _leaks(text: str, secret: str) -> list[str]:
     return found
 
 
-def test_secrets_never_reach_spark_or_py4j_logs_at_debug(moto, tmp_path):
+def test_secrets_never_reach_spark_or_py4j_logs_at_debug(moto, tmp_path, processes):
     """Storage options holding a secret reach Spark's workers as a handle
     (a Spark artifact), never as reader options or pickled plaintext. A
     session of its own (a child process) logs everything at DEBUG -- py4j's

@@ -248,7 +248,7 @@ def test_prepare_returning_none_commits_nothing(store):
     assert info.version is None and info.readVersion == 1 and open_snapshot(store).version == 1
 
 
-def test_pipeline_imports_without_spark():
+def test_pipeline_imports_without_spark(processes):
     """In a fresh interpreter that cannot import pyspark at all."""
     import subprocess
 
