@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from . import fragbounds, zonearrays
 from .zonearrays import ZoneArrays
-from .zones import UNKNOWN, BitmapIndex, Zone
+from .zones import UNKNOWN, BitmapIndex, Zone, zone_arrays
 
 OPS = ("=", "<", "<=", ">", ">=", "in", "isnull", "notnull")
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
@@ -354,7 +354,7 @@ class ColumnIndex:
 
     def __post_init__(self):
         if isinstance(self.zones, dict):
-            self.zones = ZoneArrays.from_zones([z for zs in self.zones.values() for z in zs], self.arrow_type)
+            self.zones = zone_arrays([z for zs in self.zones.values() for z in zs], self.arrow_type)
 
 
 @dataclass

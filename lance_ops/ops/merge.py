@@ -30,10 +30,11 @@ from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..format.scan import ROW_ADDR
 from ..spark import sqltext as sql
 from ..spark.background import in_background
-from ..spark.constraints import referenced, specs_for, with_checks
+from ..spark.constraints import specs_for, with_checks
 from ..spark.frames import (
     SkipReport,
     as_column,
+    checked_columns,
     describe,
     empty_frame,
     planned_scan_frame,
@@ -475,7 +476,7 @@ class MergePlan:
         #: Table CHECK constraints, evaluated over the rows as written.
         self.checks = checks or []
         #: Columns they reference (their old values fill in for updates).
-        self.checked = referenced(spark, snap, self.checks)
+        self.checked = checked_columns(spark, snap, self.checks)
         #: The committed version ``snap`` evolves (columns it lacks read as null).
         self.disk = disk or snap
         self.condition, self.clauses = condition, clauses

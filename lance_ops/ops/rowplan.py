@@ -39,9 +39,9 @@ from ..spark.arrowtasks import (
     run_arrow_changes,
     scanned_metrics,
 )
-from ..spark.constraints import referenced, specs_for, with_checks
+from ..spark.constraints import specs_for, with_checks
 from ..spark.errors import executor_errors
-from ..spark.frames import SkipReport, as_column, referenced_columns, scan_frame, table_spark_schema
+from ..spark.frames import SkipReport, as_column, checked_columns, referenced_columns, scan_frame, table_spark_schema
 from ..spark.journal import journaled
 from ..spark.rowchanges import ACTION, DELETE, UPDATE
 from ..txn.log import Snapshot
@@ -168,7 +168,7 @@ def _read_columns(spark, snap: Snapshot, change: RowChange, specs) -> tuple[list
     condition and values reference, and the constraints' inputs."""
     exprs = ([change.condition] if change.condition is not None else []) + list((change.assignments or {}).values())
     refs = referenced_columns(analysis_frame(spark, snap), exprs)
-    checked = referenced(spark, snap, specs) if specs else set()
+    checked = checked_columns(spark, snap, specs) if specs else set()
     data_cols = [c for c in snap.schema.names if c in refs or c in checked]
     return data_cols, [ROW_ADDR] + [c for c in refs if c not in data_cols and c != ROW_ADDR]
 

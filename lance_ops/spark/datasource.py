@@ -78,7 +78,7 @@ from ..format.scan import (
 )
 from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
 from ..storage.objectstore import ObjectStore
-from ..txn.log import open_ref, open_version
+from ..txn.versions import open_ref, open_version
 from .errors import executor_task
 from .pyspark_internals import planner_pushdown  # (the one place that reads pyspark's internals)
 from .types import spark_arrow_schema, spark_schema, to_spark_batch

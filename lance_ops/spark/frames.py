@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..format.scan import ROW_ADDR, ROW_CREATED, ROW_ID, ROW_UPDATED
+from ..format.scan import METADATA_COLUMNS, ROW_ADDR, ROW_CREATED, ROW_ID, ROW_UPDATED
 from ..txn.log import Snapshot
 from . import jvm, plans
 from .credentials import reader_options, reader_storage_options
@@ -202,6 +202,18 @@ def referenced_columns(frame: DataFrame, exprs: Iterable) -> list[str]:
     _record("jvm")
     names = {n for _, n in refs}
     return [c for c in frame.columns if c in names]
+
+
+def checked_columns(spark, snapshot: Snapshot, specs) -> list[str]:
+    """Table columns the CHECK constraints ``specs``
+    (:class:`lance_ops.spark.constraints.ConstraintSpec`) reference (all
+    columns where Spark's plan cannot tell), so scans that feed a check read
+    them."""
+    if not specs:
+        return []
+    frame = empty_frame(spark, table_spark_schema(snapshot, METADATA_COLUMNS))
+    refs = referenced_columns(frame, [s.expression for s in specs])
+    return [c for c in refs if c in snapshot.schema.names]
 
 
 def keeps_scan_partitions(df: DataFrame) -> bool:

@@ -140,8 +140,7 @@ for k in range(12):
 """
 
 
-@pytest.mark.multiprocess
-def test_compaction_racing_deletes_in_another_process(spark, tmp_path):
+def test_compaction_racing_deletes_in_another_process(spark, tmp_path, processes):
     p = make(str(tmp_path / "t.lance"), [60] * 12)
     script = tmp_path / "racer.py"
     script.write_text(RACER)

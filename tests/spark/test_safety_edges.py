@@ -69,8 +69,7 @@ def test_vacuum_removes_staging_leftovers_of_failed_writes(spark, tmp_path):
     assert lance.dataset(p).to_table().to_pylist() == [{"id": 1, "v": 1.0}]
 
 
-@pytest.mark.multiprocess
-def test_workers_that_cannot_import_lance_ops_fail_in_the_driver(tmp_path):
+def test_workers_that_cannot_import_lance_ops_fail_in_the_driver(tmp_path, processes):
     """Spark's default worker interpreter is ``python3`` from PATH, which here
     has no pyarrow: the error must come from the driver, before any job."""
     system_python = "/usr/bin/python3"
