@@ -41,7 +41,14 @@ from ..spark.arrowtasks import (
 )
 from ..spark.constraints import specs_for, with_checks
 from ..spark.errors import executor_errors
-from ..spark.frames import SkipReport, as_column, checked_columns, referenced_columns, scan_frame, table_spark_schema
+from ..spark.frames import (
+    SkipReport,
+    as_column,
+    checked_columns,
+    referenced_columns,
+    scan_frame,
+    table_spark_schema,
+)
 from ..spark.journal import journaled
 from ..spark.rowchanges import ACTION, DELETE, UPDATE
 from ..txn.log import Snapshot

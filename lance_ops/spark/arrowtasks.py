@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrow_eval.vector import raise_on_error_rows
 from ..format.proto import table_pb2
 from ..format.scan import ROW_ADDR, FragmentScan, scan_fragment
 from . import plans
@@ -189,17 +190,6 @@ def _spark_batches(ctx, frag, ranges, columns, metadata, arrow_in: pa.Schema):
         for batch in scan_fragment(ctx.store, ctx.schema, scan):
             if batch.num_rows:
                 yield scanned_spark_batch(batch, arrow_in, frag.id)
-
-
-def raise_on_error_rows(err, what: str) -> None:
-    """A row where Spark would raise (ANSI): the operation reruns on Spark,
-    which raises its own error class."""
-    from ..arrow_eval.vector import ERRORS
-    from ..errors import ArrowEvalFallback
-
-    if err.any():
-        code = int(err[err != 0][0])
-        raise ArrowEvalFallback(f"{what}: a row raises {ERRORS[code]} in ANSI mode")
 
 
 def scanned_metrics(snap, groups) -> dict:

@@ -216,8 +216,7 @@ def _arrow_checked(batches, plan: WritePlan):
     same error as the Spark-evaluated check columns give. A row where Spark
     would raise (ANSI) raises ArrowEvalFallback: the write runs again with
     Spark computing the checks."""
-    from ..arrow_eval.vector import evaluate
-    from .arrowtasks import raise_on_error_rows
+    from ..arrow_eval.vector import evaluate, raise_on_error_rows
     from .constraints import enforce
 
     for b in batches:
