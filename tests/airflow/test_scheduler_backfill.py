@@ -78,9 +78,18 @@ class Airflow:
             AIRFLOW__API_AUTH__JWT_SECRET="lance-ops-tests-jwt-secret",
             AIRFLOW__OPENLINEAGE__DISABLED="True",
             AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME="0.5",
+            # SQLite allows one writer: the scheduler, the API server and the CLI wait for the lock
+            # (60 s) instead of failing with "database is locked" on a busy machine
+            AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS="lance_ops_test_db.CONNECT_ARGS",
+            AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC="lance_ops_test_db.CONNECT_ARGS",
+            PYTHONPATH=os.pathsep.join(p for p in (os.path.join(self.home, "config"), os.environ.get("PYTHONPATH"))
+                                       if p),
             GX_ANALYTICS_ENABLED="false",
             **env,
         )
+        os.makedirs(os.path.join(self.home, "config"), exist_ok=True)
+        with open(os.path.join(self.home, "config", "lance_ops_test_db.py"), "w") as f:
+            f.write("CONNECT_ARGS = {'timeout': 60}\n")
         self.procs: list[subprocess.Popen] = []
 
     def cli(self, *args, timeout=180) -> subprocess.CompletedProcess:
