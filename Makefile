@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup thin-client demo test test-connect test-fast test-slow bench protos lint clean
+.PHONY: setup thin-client demo test test-unit test-connect test-fast test-slow bench protos lint clean
 
 setup: $(STAMP)
 
@@ -39,27 +39,49 @@ $(THIN_STAMP): pyproject.toml
 demo: setup
 	$(PY) jobs/demo.py ./demo-data
 
-# The read/write, DML, data-evolution and maintenance suites again with the
-# `spark` fixture a Spark Connect session (a server started by the run on
-# 127.0.0.1, stopped by PID): a process of its own, since a Connect session
-# switches a whole Python process to Connect mode.
+# Test tiers: markers applied from the fixtures a test uses (tests/conftest.py):
+# spark (a JVM), connect (a Spark Connect server), servers (moto, PostgreSQL,
+# the fault proxy, Spark Connect, a Spark cluster, Airflow), system (processes
+# of its own). A test with none of them is a unit test.
+UNIT := not (spark or connect or servers or system or slow)
+
+# The suites whose code paths differ under Spark Connect (no analyzed plan or
+# JVM handle: the evaluation path DML, merge and backfill choose, column
+# analysis, pushed filters and data skipping; errors crossing the Connect
+# boundary; the data source's reads, writes and streams from a Connect client;
+# the SQL front end's session names and catalogs; DeltaTable handles and
+# writes from other threads), run again with the `spark` fixture a Spark
+# Connect session (a server started by the run on 127.0.0.1, stopped by PID):
+# a process of its own, since a Connect session switches a whole Python
+# process to Connect mode. Spark-free behaviour (tags, restore, history,
+# vacuum, the commit loop under concurrency) and Spark jobs the server runs
+# exactly as a local session does (compaction, indices) are not repeated.
 CONNECT_SUITES := tests/spark/test_write_interop.py tests/spark/test_read_pylance.py tests/spark/test_dml.py \
-	tests/spark/test_merge_semantics.py tests/spark/test_dml_concurrency.py tests/sql/test_statements.py \
-	tests/spark/test_evolution.py tests/spark/test_evolution_concurrency.py \
-	tests/spark/test_compaction.py tests/spark/test_compaction_indices.py tests/spark/test_vacuum.py \
-	tests/spark/test_restore_tags.py tests/spark/test_history.py tests/spark/test_changes.py \
-	tests/spark/test_skipping.py tests/spark/test_btree_index.py tests/spark/test_errors.py \
-	tests/spark/test_streaming.py tests/spark/test_catalog.py tests/delta_compat/test_deltatable_api.py
+	tests/spark/test_merge_semantics.py tests/sql/test_statements.py tests/spark/test_evolution.py \
+	tests/spark/test_skipping.py tests/spark/test_errors.py tests/spark/test_streaming.py \
+	tests/spark/test_catalog.py tests/delta_compat/test_deltatable_api.py
+
+# `make test` (what CI runs): the whole suite -- every tier -- then the
+# Connect pass. The classic pass runs on TEST_WORKERS pytest-xdist workers
+# (each its own local[2] Spark session and servers; a file's tests stay on
+# one worker, sharing its module fixtures).
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
 
 test: setup thin-client
-	$(PY) -m pytest -q tests
-	LANCE_OPS_TEST_CONNECT=1 $(PY) -m pytest -q $(CONNECT_SUITES)
+	$(PY) -m pytest -q tests $(XDIST)
+	LANCE_OPS_TEST_CONNECT=1 $(PY) -m pytest -q -m "connect and not slow" $(CONNECT_SUITES)
+
+# No JVM, no server, no subprocess: the fast loop (about a minute).
+test-unit: setup
+	$(PY) -m pytest -q tests -m "$(UNIT)"
 
 test-connect: setup
-	LANCE_OPS_TEST_CONNECT=1 $(PY) -m pytest -q $(CONNECT_SUITES)
+	LANCE_OPS_TEST_CONNECT=1 $(PY) -m pytest -q -m "connect and not slow" $(CONNECT_SUITES)
 
+# Everything but the tests that start processes of their own.
 test-fast: setup
-	$(PY) -m pytest -q tests -m "not multiprocess"
+	$(PY) -m pytest -q tests -m "not system and not slow" $(XDIST)
 
 # Long randomized differential runs (not in `make test`).
 test-slow: setup
@@ -71,8 +93,12 @@ bench: setup
 protos: setup
 	$(PY) scripts/gen_protos.py
 
+# ruff, then the architecture: the layer order, no import cycles (function-level
+# imports count) and no pyspark below lance_ops.spark -- the import-linter
+# contracts in pyproject.toml.
 lint: setup
 	$(PY) -m ruff check lance_ops jobs sql airflow_dags tests benchmarks scripts
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) demo-data .pytest_cache

@@ -87,7 +87,7 @@ class LanceTable:
         from .errors import TableNotFoundError
         from .namespace.ids import parse_name
         from .spark import catalogs
-        from .sql.refs import registered_uri
+        from .spark.sessionnames import registered_uri
 
         register(spark)
         parts = parse_name(tableOrViewName)
@@ -183,7 +183,7 @@ class LanceTable:
             raise InvalidArgumentError("no Spark session: pass one, LanceTable.create(spark)")
 
         def register_session_name(spark, name, location, storage_options):
-            from .sql.refs import register_name
+            from .spark.sessionnames import register_name
 
             register_name(spark, name, location, storage_options)
 
@@ -318,7 +318,7 @@ class LanceTable:
         deleted_ratio, num_data_files, size_in_bytes, data_file_versions,
         tombstoned_fields, has_deletion_file (``DESCRIBE FRAGMENTS`` in SQL;
         the Spark-free ``Table.fragments()`` has each file's details)."""
-        from .sql.results import FRAGMENTS
+        from .ops.shapes import FRAGMENTS
 
         rows = [
             (f["id"], f["physicalRows"], f["deletedRows"], f["liveRows"], float(f["deletedRatio"]), f["numDataFiles"],
@@ -332,10 +332,10 @@ class LanceTable:
         version: a time-travel handle reads that version and refuses writes),
         e.g. ``t.sql("DELETE FROM this WHERE x > 5")``; see
         :func:`lance_ops.sql`."""
-        from .sql import sql
+        from .sql.script import run_script
 
-        return sql(self._spark, text, tables={"this": self, **(tables or {})},
-                   commitProperties=commitProperties, allResults=allResults)
+        return run_script(self._spark, text, LanceTable, {"this": self, **(tables or {})}, commitProperties,
+                          allResults)
 
     def changes(self, startVersion: int | None = None, endVersion: int | None = None, withRowId: bool = False,
                 withLineage: bool = False, startingTimestamp=None, endingTimestamp=None):

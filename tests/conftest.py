@@ -1,8 +1,28 @@
-"""Shared fixtures: one local[2] Spark session for the whole run, temp table
-paths, and helpers to compare tables with pylance (the reference oracle)."""
+"""Shared fixtures: one local[2] Spark session for the whole run (per xdist
+worker), temp table paths, and helpers to compare tables with pylance (the
+reference oracle) -- and the test tiers.
+
+Tiers are markers applied here from the fixtures a test uses (its whole
+fixture closure), never by hand:
+
+* ``spark``   -- needs a JVM: the ``spark`` session, a Spark Connect server
+  or a standalone Spark cluster;
+* ``connect`` -- runs against a Spark Connect server (``connect_server``, or
+  the ``spark`` fixture of a ``LANCE_OPS_TEST_CONNECT=1`` run);
+* ``servers`` -- needs a server the run starts on 127.0.0.1 and stops by PID:
+  moto (S3 + DynamoDB), PostgreSQL, the fault proxy, a Spark Connect server,
+  a Spark standalone cluster, Airflow's API server and scheduler;
+* ``system``  -- starts processes of its own (the ``processes`` fixture):
+  CLIs, fresh interpreters, concurrent writers, spark-submit, wheel builds,
+  papermill.
+
+A test with none of them is a unit test (``make test-unit``): no JVM, no
+server, no subprocess -- enforced: starting a process there fails the test.
+"""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -36,6 +56,8 @@ def spark(tmp_path_factory):
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
             "spark.driver.memory": "2g",
+            # (a session of its own per xdist worker: nothing in the checkout)
+            "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("spark-warehouse")),
         },
     )
     yield s
@@ -67,3 +89,82 @@ def zoo(tmp_path_factory):
     from tests.zoo import build_zoo
 
     return build_zoo(str(tmp_path_factory.mktemp("zoo")))
+
+
+# ------------------------------------------------------------------ tiers
+#: Fixture -> the tier markers of every test whose fixture closure holds it.
+TIER_FIXTURES = {
+    "spark": {"spark", "connect", "servers"} if CONNECT_MODE else {"spark"},
+    "connect_server": {"spark", "connect", "servers"},
+    "bare_server": {"spark", "connect", "servers"},  # tests/connect/test_artifacts.py: on a standalone cluster
+    "spark_cluster": {"spark", "servers"},
+    "moto": {"servers"},
+    "postgres": {"servers"},
+    "faulty": {"servers"},
+    "airflow_servers": {"servers", "system"},
+    "processes": {"system"},
+}
+TIERS = ("spark", "connect", "servers", "system")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for fixture, marks in TIER_FIXTURES.items():
+            if fixture in names:
+                for m in marks:
+                    item.add_marker(m)
+
+
+def _is_unit(item) -> bool:
+    return not any(item.get_closest_marker(t) for t in TIERS)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_process(request, monkeypatch):
+    """A unit test (no tier marker) that starts a process fails, naming the
+    fixture it should use: the unit tier stays free of subprocesses."""
+    if not _is_unit(request.node):
+        return
+
+    def refuse(self, args, *a, **kw):
+        raise AssertionError(
+            f"a unit test started a process ({args!r}): use the `processes` fixture (tier `system`), or the "
+            "fixture of the server or Spark session it needs"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+
+
+class Processes:
+    """The processes one test starts (``subprocess.Popen`` instances made
+    while it runs); those still running at its end are killed by PID."""
+
+    def __init__(self):
+        self.started: list[subprocess.Popen] = []
+
+    def stop_all(self) -> None:
+        for p in self.started:
+            if p.poll() is None:
+                p.kill()
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    pass
+
+
+@pytest.fixture
+def processes(monkeypatch):
+    """Declares that the test starts processes of its own (tier ``system``)
+    and stops, by PID, any it leaves running."""
+    tracked = Processes()
+    original = subprocess.Popen.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        tracked.started.append(self)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", init)
+    yield tracked
+    monkeypatch.undo()
+    tracked.stop_all()

@@ -765,3 +765,13 @@ def _overflow(op: str, a: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarra
     back = r // safe_a  # exact iff no overflow (floor is exact for exact products)
     over = (a != 0) & (a != -1) & ((back != b) | (r % safe_a != 0))
     return over | ((a == -1) & (b == lo))
+
+
+def raise_on_error_rows(err, what: str) -> None:
+    """A row where Spark would raise (ANSI): the operation reruns on Spark,
+    which raises its own error class (ArrowEvalFallback says so)."""
+    from ..errors import ArrowEvalFallback
+
+    if err.any():
+        code = int(err[err != 0][0])
+        raise ArrowEvalFallback(f"{what}: a row raises {ERRORS[code]} in ANSI mode")

@@ -344,6 +344,20 @@ class FileNode:
         return out
 
 
+def _annotated(arrow_schema: pa.Schema, data_file: table_pb2.DataFile, table: Schema) -> list[FileNode]:
+    """:func:`annotate_file_schema`, remembered on the table schema object
+    for every file of the same shape (a table of thousands of small
+    fragments has a handful of shapes; the nodes are never changed after)."""
+    cache = table.__dict__.setdefault("_file_annotations", {})
+    key = (arrow_schema, tuple(data_file.fields), data_file.file_major_version, data_file.file_minor_version)
+    nodes = cache.get(key)
+    if nodes is None:
+        nodes = annotate_file_schema(arrow_schema, data_file, table)
+        if len(cache) < 256:
+            cache[key] = nodes
+    return nodes
+
+
 def annotate_file_schema(
     arrow_schema: pa.Schema, data_file: table_pb2.DataFile, table: Schema
 ) -> list[FileNode]:
@@ -580,7 +594,7 @@ class FragmentDataReader:
                         where.path(rel),
                     )
             try:
-                nodes = annotate_file_schema(arrow_schema, df, self.schema)
+                nodes = _annotated(arrow_schema, df, self.schema)
             except CorruptTableError as e:
                 raise CorruptTableError(str(e), where.path(rel)) from e
             annotated.append(nodes)

@@ -37,9 +37,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import zonearrays
+from . import fragbounds, zonearrays
 from .zonearrays import ZoneArrays
-from .zones import UNKNOWN, BitmapIndex, Zone
+from .zones import UNKNOWN, BitmapIndex, Zone, zone_arrays
 
 OPS = ("=", "<", "<=", ">", ">=", "in", "isnull", "notnull")
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
@@ -354,7 +354,7 @@ class ColumnIndex:
 
     def __post_init__(self):
         if isinstance(self.zones, dict):
-            self.zones = ZoneArrays.from_zones([z for zs in self.zones.values() for z in zs], self.arrow_type)
+            self.zones = zone_arrays([z for zs in self.zones.values() for z in zs], self.arrow_type)
 
 
 @dataclass
@@ -594,11 +594,17 @@ def skip_plan(snapshot, conjuncts, fragments=None) -> SkipPlan:
     schema = snapshot.schema
     types = {f.name: f.arrow_type() for f in schema.fields}
     conj = normalize(conjuncts, types)
-    if not conj or not snapshot.indices:
+    if not conj:
         return SkipPlan({f.id: [(0, f.physical_rows)] for f in fragments}, [])
+    # fragments' own bounds this process saw (:mod:`.fragbounds`) rule whole
+    # fragments out first: one comparison per fragment and conjunct
+    kept, ruled_out = fragbounds.prefilter(fragments, schema, conj, zone_may_match)
+    if not snapshot.indices:
+        return SkipPlan({f.id: [(0, f.physical_rows)] for f in kept}, ruled_out)
     stable = bool(getattr(snapshot, "stable_row_ids", False))
     indices = load_indices(snapshot.store, snapshot.indices, schema, {c.column for c in conj}, stable)
-    return plan(fragments, indices, conj)
+    found = plan(kept, indices, conj)
+    return SkipPlan(found.ranges, sorted(set(found.skipped) | set(ruled_out)), found.used)
 
 
 __all__ = ["load_indices", "skip_plan", "Conjunct", "ColumnIndex", "SkipPlan", "plan", "normalize", "zone_may_match",

@@ -134,23 +134,6 @@ class ZoneArrays:
         return cls(_ints(t.column("fragment_id")), start, start + _ints(t.column("zone_length")), has_null,
                    np.zeros(t.num_rows, np.int64), bloom=bloom)
 
-    @classmethod
-    def from_zones(cls, zones: list, arrow_type: pa.DataType) -> "ZoneArrays":
-        """From :class:`.zones.Zone` objects (tests, hand-made indices)."""
-        from .zones import UNKNOWN
-
-        cols = [np.array([getattr(z, k) for z in zones], dtype=np.int64)
-                for k in ("fragment_id", "start", "end", "null_count", "nan_count")]
-        if any(z.min is UNKNOWN or z.max is UNKNOWN for z in zones):
-            blooms = pa.array([z.bloom for z in zones], pa.binary())
-            return cls(*cols, bloom=blooms)
-        t = arrow_type
-        if pa.types.is_timestamp(t):
-            t = pa.int64()  # (Zone bounds: integer microseconds)
-        elif pa.types.is_floating(t):
-            t = pa.float64()
-        return cls(*cols, pa.array([z.min for z in zones], t), pa.array([z.max for z in zones], t))
-
 
 def _ints(col) -> np.ndarray:
     return np.asarray(col.to_numpy(), dtype=np.int64)

@@ -36,11 +36,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap
 
 from .basepaths import index_location
 from .proto import table_pb2
+from .zonearrays import ZoneArrays
 
 ZONEMAP = "ZoneMapIndexDetails"
 BITMAP = "BitmapIndexDetails"
@@ -161,8 +163,6 @@ def read_zone_arrays(store, index):
     """A ZONEMAP's or BLOOMFILTER's zones as columns
     (:class:`.zonearrays.ZoneArrays`: what planning uses; no object per
     zone), cached with the file's table."""
-    from .zonearrays import ZoneArrays
-
     kind = index_kind(index)
     file_name = ZONEMAP_FILE if kind == ZONEMAP else BLOOMFILTER_FILE
     src, directory = index_location(store, index)
@@ -172,6 +172,23 @@ def read_zone_arrays(store, index):
         return ZoneArrays.from_zonemap(t) if kind == ZONEMAP else ZoneArrays.from_bloomfilter(t)
 
     return _cached((src.root, directory, file_name, "arrays"), build)
+
+
+def zone_arrays(zones: list, arrow_type: pa.DataType) -> ZoneArrays:
+    """:class:`Zone` objects as :class:`.zonearrays.ZoneArrays` (tests,
+    hand-made indices); bounds of ``arrow_type``, or the bloom filters when
+    a bound is :data:`UNKNOWN`."""
+    cols = [np.array([getattr(z, k) for z in zones], dtype=np.int64)
+            for k in ("fragment_id", "start", "end", "null_count", "nan_count")]
+    if any(z.min is UNKNOWN or z.max is UNKNOWN for z in zones):
+        blooms = pa.array([z.bloom for z in zones], pa.binary())
+        return ZoneArrays(*cols, bloom=blooms)
+    t = arrow_type
+    if pa.types.is_timestamp(t):
+        t = pa.int64()  # (Zone bounds: integer microseconds)
+    elif pa.types.is_floating(t):
+        t = pa.float64()
+    return ZoneArrays(*cols, pa.array([z.min for z in zones], t), pa.array([z.max for z in zones], t))
 
 
 def read_bloomfilter_zones(store, index) -> list[Zone]:

@@ -85,11 +85,12 @@ from ..format.scan import METADATA_COLUMNS, ROW_ADDR
 from ..results import CommitInfo
 from ..spark.arrowtasks import arrow_column_transform, arrow_rewrite_transform, log_evaluation
 from ..spark.columnfiles import CHANGED, ColumnFileContext, function_column_files, parse_results
-from ..spark.constraints import referenced, specs_for, with_checks
+from ..spark.constraints import specs_for, with_checks
 from ..spark.errors import executor_task
 from ..spark.fanout import run_pair_tasks
 from ..spark.frames import (
     as_column,
+    checked_columns,
     describe,
     fragment_groups,
     referenced_columns,
@@ -344,7 +345,7 @@ class Backfill:
             if not todo:
                 return None
             specs = specs_for(snap)
-            checked = set(referenced(self.spark, snap, specs)) & set(names)
+            checked = set(checked_columns(self.spark, snap, specs)) & set(names)
             direct = self.plan.fn is not None and self.where is None and not checked
             frags = {f.id: f for f in snap.fragments if f.id in set(todo)}
             ctx = ColumnFileContext(
@@ -446,7 +447,7 @@ class Backfill:
 
         plan, where = self.plan, self.where
         refs = plan.references(snap, where)
-        checked = referenced(self.spark, snap, specs)
+        checked = checked_columns(self.spark, snap, specs)
         data_cols = [c for c in snap.schema.names if c in refs or c in plan.names or c in checked]
         meta = [ROW_ADDR] + [c for c in refs if c in METADATA_COLUMNS and c != ROW_ADDR]
         frame = scan_frame(self.spark, snap, data_cols, meta, split_fragments=False, fragment_ids=ids)

@@ -42,14 +42,14 @@ def _report_inspection(staged: StagedCommit | None, how: str | None) -> StagedCo
     if staged is None or how in (None, "jvm"):
         return staged
     staged.metrics["planInspection"] = how
-    after = staged.metrics_after
+    after = staged.flow.metrics_after
     if after is not None:
         def metrics_after(result):
             out = after(result)
             out["planInspection"] = how
             return out
 
-        staged.metrics_after = metrics_after
+        staged.flow.metrics_after = metrics_after
     return staged
 
 

@@ -14,7 +14,7 @@ high-water mark ``max_fragment_id`` of the version it is built on (pylance
 commits a ``ReserveFragments`` version first; a table's history then shows
 one version per OPTIMIZE, as Delta's does). Should a concurrent commit take
 those ids before ours lands, the rebase numbers them again (and rewrites the
-index files that hold them) -- :attr:`lance_ops.txn.pipeline.StagedCommit.assign_ids`.
+index files that hold them) -- :func:`lance_ops.txn.pipeline.renumber`.
 pylance reads the result and keeps numbering after it (tests/spark/test_compaction.py).
 
 Indices follow pylance 14's compaction (:mod:`lance_ops.format.indexremap`):
@@ -57,7 +57,7 @@ from ..spark.rewrite import RewriteContext, rewrite_group
 from ..txn.compaction import CompactionOptions, group_metrics, plan_compaction
 from ..txn.log import Snapshot
 from ..txn.operations import Rewrite, RewriteGroup
-from ..txn.pipeline import StagedCommit, max_fragment_id
+from ..txn.pipeline import StagedCommit, number_new_fragments
 from . import args
 from .indices import rebuild_zonemaps, zonemaps_to_rebuild
 from .remap import remap_indices  # noqa: F401 (also this module's name for it)
@@ -199,26 +199,18 @@ def compact(spark, opts: CompactionOptions, where=None):
 
         to_rebuild = zonemaps_to_rebuild(snap, rewritten_ids)
 
-        def assign_ids(rewrite: Rewrite, base: Snapshot) -> None:
-            # the ids after the high-water mark of the version we commit on
-            next_id = max_fragment_id(base) + 1
-            for group in rewrite.groups:
-                for f in group.new_fragments:
-                    f.id = next_id
-                    next_id += 1
-            if rewrite.dropped_groups:
-                # (a rebase dropped groups and the index rewrites with them: the
-                # build narrows those indices, as for any partial compaction)
-                return
-            rewritten = []
-            if to_remap:
-                rewritten += remap_indices(spark, snap, to_remap, groups, new_frags)
-            if to_rebuild:
-                rewritten += rebuild_zonemaps(spark, snap, to_rebuild, groups, new_frags)
-            if rewritten:
-                rewrite.rewritten_indices = rewritten
-                staged.extra_files.extend(index_dir(r.new_id.uuid) for r in rewritten)
-            staged.metrics.update(index_metrics(rewrite))  # (what history() records)
+        # One version per OPTIMIZE: the new fragments take the ids after this
+        # version's high-water mark in the Rewrite's own commit; the index
+        # files that hold them are written now -- no Spark job runs in the
+        # commit phase (a concurrent commit taking the ids renumbers them, or
+        # prepares again when index files hold them: pipeline.renumber)
+        number_new_fragments(op, snap)
+        rewritten = []
+        if to_remap:
+            rewritten += remap_indices(spark, snap, to_remap, groups, new_frags)
+        if to_rebuild:
+            rewritten += rebuild_zonemaps(spark, snap, to_rebuild, groups, new_frags)
+        op.rewritten_indices = rewritten
 
         def index_metrics(committed: Rewrite) -> dict:
             old_ids = BitMap(committed.old_fragment_ids())
@@ -253,8 +245,8 @@ def compact(spark, opts: CompactionOptions, where=None):
             "materializeDeletionsThreshold": opts.materialize_deletions_threshold,
         }
         staged = StagedCommit(
-            op, group_metrics(op.groups), params,
-            assign_ids=assign_ids,
+            op, {**group_metrics(op.groups), **index_metrics(op)}, params,
+            extra_files=[index_dir(r.new_id.uuid) for r in rewritten],
             # groups a concurrent commit changed were dropped: plan them again
             rerun_after=lambda result: bool(result.transaction.operation.dropped_groups),
             metrics_after=committed_metrics,

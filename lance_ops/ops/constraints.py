@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import ConstraintViolationError, InvalidArgumentError, SchemaMismatchError
-from ..spark.constraints import ConstraintSpec, referenced
-from ..spark.frames import scan_frame
+from ..spark.constraints import ConstraintSpec
+from ..spark.frames import checked_columns, scan_frame
 from ..txn.constraints import check_name, constraint_key, constraints_of
 from ..txn.log import Snapshot
 from ..txn.operations import UpdateConfig
@@ -27,7 +27,7 @@ from .dml import analysis_frame
 
 def violations(spark, snap: Snapshot, spec: ConstraintSpec) -> tuple[int, dict | None]:
     """(number of rows of ``snap`` that break ``spec``, one of them)."""
-    cols = referenced(spark, snap, [spec])
+    cols = checked_columns(spark, snap, [spec])
     frame = scan_frame(spark, snap, cols, ())
     bad = frame.where(~F.coalesce(F.expr(spec.expression).cast("boolean"), F.lit(False)))
     first = bad.limit(1).collect()
@@ -99,7 +99,7 @@ def refuse_constrained(spark, snapshot: Snapshot, columns, what: str) -> None:
     from ..spark.constraints import specs_for
 
     for spec in specs_for(snapshot):
-        used = set(referenced(spark, snapshot, [spec]))
+        used = set(checked_columns(spark, snapshot, [spec]))
         hit = [c for c in columns if c.split(".")[0] in used]
         if hit:
             raise SchemaMismatchError(

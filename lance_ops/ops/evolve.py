@@ -51,12 +51,13 @@ from ..spark.columnfiles import (
     grouped_column_files,
     parse_results,
 )
-from ..spark.constraints import referenced, specs_for, with_checks
+from ..spark.constraints import specs_for, with_checks
 from ..spark.errors import executor_errors
 from ..spark.fanout import run_pair_tasks
 from ..spark.frames import (
     as_column,
     check_condition,
+    checked_columns,
     describe,
     fragment_groups,
     keeps_scan_partitions,
@@ -378,7 +379,7 @@ def rewrite_columns(spark, snapshot: Snapshot, exprs: dict, condition):
         log_evaluation("rewriteColumns", snap, "spark")
         used = list(exprs.values()) + ([condition] if condition is not None else [])
         refs = referenced_columns(analysis_frame(spark, snap), used)
-        checked = referenced(spark, snap, specs)
+        checked = checked_columns(spark, snap, specs)
         data_cols = [c for c in snap.schema.names if c in refs or c in exprs or c in checked]
         meta = [ROW_ADDR] + [c for c in refs if c in METADATA_COLUMNS and c != ROW_ADDR]
         scanned, frag_ids = None, None

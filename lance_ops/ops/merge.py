@@ -30,10 +30,11 @@ from ..errors import InvalidArgumentError, SchemaMismatchError
 from ..format.scan import ROW_ADDR
 from ..spark import sqltext as sql
 from ..spark.background import in_background
-from ..spark.constraints import referenced, specs_for, with_checks
+from ..spark.constraints import specs_for, with_checks
 from ..spark.frames import (
     SkipReport,
     as_column,
+    checked_columns,
     describe,
     empty_frame,
     planned_scan_frame,
@@ -286,6 +287,9 @@ def _evolved(snap: Snapshot, new_fields) -> tuple[Snapshot, Merge | None]:
 MATERIALIZE_SOURCE = "spark.lance_ops.merge.materializeSource"
 #: ``false``: always run the source statistics job, even where the source's
 #: Parquet footers hold its count and key bounds (lance_ops.ops.sourcefooters).
+#: Whether merges remember the key bounds of the target fragments they read
+#: whole and prune later merges by them (:mod:`lance_ops.format.fragbounds`).
+FRAGMENT_BOUNDS = "spark.lance_ops.merge.fragmentBounds.enabled"
 FOOTER_STATS = "spark.lance_ops.merge.sourceFooterStats.enabled"
 
 #: Sources up to this many rows are broadcast: the target is then streamed
@@ -472,7 +476,7 @@ class MergePlan:
         #: Table CHECK constraints, evaluated over the rows as written.
         self.checks = checks or []
         #: Columns they reference (their old values fill in for updates).
-        self.checked = referenced(spark, snap, self.checks)
+        self.checked = checked_columns(spark, snap, self.checks)
         #: The committed version ``snap`` evolves (columns it lacks read as null).
         self.disk = disk or snap
         self.condition, self.clauses = condition, clauses
@@ -501,6 +505,9 @@ class MergePlan:
         self.source_materialized = False
         #: Where the target scan reports what it read after data skipping.
         self.report = SkipReport(self.disk)
+        #: Where the target scan's tasks write the key bounds of the fragments
+        #: they read whole (later merges prune by them: format/fragbounds)
+        self._bounds_dir: str | None = None
         #: The source key range the target was restricted to (None: not pruned).
         self.pruned_by: str | None = None
         self.reads_nothing = False
@@ -679,9 +686,15 @@ class MergePlan:
         aligned path changes fragments in the tasks that read them)."""
         on_disk = set(self.disk.schema.names)
         pushed = bounds.scan_filters() if bounds.keys and not bounds.matches_nothing else []
+        record = None
+        if bounds.keys and str(self.spark.conf.get(FRAGMENT_BOUNDS, "true")).lower() == "true":
+            import tempfile
+
+            self._bounds_dir = self._bounds_dir or tempfile.mkdtemp(prefix="lance_ops-bounds-")
+            record = ([t for t, _s in bounds.keys if t in on_disk], self._bounds_dir)
         target = planned_scan_frame(self.spark, self.disk, [c for c in narrow if c in on_disk], [ROW_ADDR],
                                     pushed, split_fragments=not whole_fragments, skip_report=self.report.path,
-                                    key_filter=bounds.key_filter)
+                                    key_filter=bounds.key_filter, record_bounds=record)
         if bounds.keys:
             self.pruned_by = bounds.describe()
             if bounds.matches_nothing:
@@ -864,6 +877,14 @@ class MergePlan:
 
     def release(self) -> None:
         self.report.__exit__(None, None, None)
+        if self._bounds_dir is not None:
+            import shutil
+
+            from ..format.fragbounds import load_records
+
+            load_records(self._bounds_dir)
+            shutil.rmtree(self._bounds_dir, ignore_errors=True)
+            self._bounds_dir = None
         for df in self._cached:
             release_checkpoint(df)
         self._cached = []

@@ -56,9 +56,41 @@ def read_dataframe(
     # the data source's schema() round trip (a Python planner process).
     schema = spark_schema(snap.schema, columns, meta)
     if row_filter:
-        from ..spark.rowfilter import OPTION, analyzed_filters, encode
+        from ..spark.rowfilter import OPTION, encode
 
         trees = analyzed_filters(spark, schema, row_filter)
         if trees:
             reader = reader.option(OPTION, encode(trees))
     return reader.schema(schema).load(store.uri)
+
+
+def analyzed_filters(spark, schema, conditions) -> list:
+    """The conditions (Spark SQL strings or Columns over a frame of
+    ``schema``) as :mod:`lance_ops.arrow_eval.catalyst` trees -- each one
+    analyzed by Spark on its own; those outside the subset (or not
+    boolean, or failing analysis) are left out: Spark evaluates them.
+    What the read tasks do with them: :mod:`lance_ops.spark.rowfilter`."""
+    import json
+
+    from ..spark import jvm
+    from ..spark.arrowtasks import enabled, inline_with
+
+    if not conditions or jvm.is_connect(spark) or not enabled(spark):
+        return []
+    from ..arrow_eval.catalyst import try_decode
+    from ..spark.frames import as_column, empty_frame
+
+    frame = empty_frame(spark, schema)
+    out = []
+    for c in conditions:
+        try:
+            doc = jvm.analyzed_json(frame.select(as_column(c)))
+        except Exception:  # (Spark reports bad SQL when it runs the query itself)
+            continue
+        if doc is None:
+            continue
+        one = json.loads(inline_with(doc))
+        trees = try_decode(one)
+        if trees and len(trees) == 1 and trees[0].type == "boolean":
+            out.append(trees[0])
+    return out

@@ -26,6 +26,12 @@ def _schema(*fields) -> T.StructType:
 AFFECTED = _schema(("num_affected_rows", L))
 #: INSERT, CREATE TABLE AS SELECT, REPLACE TABLE AS SELECT
 INSERTED = _schema(("num_affected_rows", L), ("num_inserted_rows", L))
+#: DESCRIBE FRAGMENTS and ``fragments()`` (lance_ops' own: one row per fragment)
+FRAGMENTS = _schema(
+    ("fragment_id", L), ("physical_rows", L), ("deleted_rows", L), ("live_rows", L), ("deleted_ratio", D),
+    ("num_data_files", L), ("size_in_bytes", L), ("data_file_versions", S), ("tombstoned_fields", L),
+    ("has_deletion_file", B),
+)
 #: MERGE (SQL and ``merge().execute()``)
 MERGED = _schema(("num_affected_rows", L), ("num_updated_rows", L), ("num_deleted_rows", L), ("num_inserted_rows", L))
 #: Delta's per-side file statistics of OPTIMIZE

@@ -14,11 +14,12 @@ fragments have no data file for them and read them as NULL.
 """
 from __future__ import annotations
 
+from ..errors import ArrowEvalFallback
 from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
 from ..spark.constraints import specs_for, with_checks
 from ..spark.errors import executor_errors
 from ..spark.journal import journaled
-from ..spark.types import spark_schema
+from ..spark.types import spark_arrow_schema, spark_schema
 from ..spark.write import FRAGMENT_COLUMN, FRAGMENTS_SCHEMA, map_in_arrow_writer, plan_write, staged_write
 from ..txn.log import Snapshot
 from ..txn.pipeline import StagedCommit
@@ -32,7 +33,7 @@ def write_dataframe(store, df, mode: str, *, stable_row_ids: bool = True, max_ro
     ``properties`` (create / overwrite) become the table config in the same
     commit."""
 
-    def prepare(snap: Snapshot | None) -> StagedCommit:
+    def prepare(snap: Snapshot | None, arrow: bool = True) -> StagedCommit:
         plan = plan_write(
             store, df.schema, mode, snapshot=snap, stable_row_ids=stable_row_ids,
             max_rows_per_fragment=max_rows_per_fragment, allow_missing=allow_missing,
@@ -48,15 +49,37 @@ def write_dataframe(store, df, mode: str, *, stable_row_ids: bool = True, max_ro
                 dropped = [n for n in snap.schema.names if n not in df.columns]
                 refuse_constrained(df.sparkSession, snap, dropped, "overwrite the table without")
             types = {f.name: f.dataType for f in spark_schema(snap.schema).fields if f.name in plan.missing}
-            rows = with_checks(df, plan.checks, types)
+            plan.arrow_checks = arrow_checks(df.sparkSession, snap, plan.checks) if arrow and plan.checks else None
+            if plan.arrow_checks is not None:  # the tasks evaluate them: no check columns cross from the JVM
+                plan.missing_types = {n: spark_arrow_schema(spark_schema(snap.schema, [n], [])).field(n).type
+                                      for n in plan.missing}
+            else:
+                rows = with_checks(df, plan.checks, types)
         if planned is not None:
             planned.append(plan)
-        with journaled(store, bool(plan.checks)) as token, executor_errors():
-            plan.journal = token
-            out = rows.mapInArrow(map_in_arrow_writer(plan), FRAGMENTS_SCHEMA).collect()
+        try:
+            with journaled(store, bool(plan.checks)) as token, executor_errors():
+                plan.journal = token
+                out = rows.mapInArrow(map_in_arrow_writer(plan), FRAGMENTS_SCHEMA).collect()
+        except ArrowEvalFallback:  # a row where Spark raises: Spark computes the checks (and raises its error)
+            return prepare(snap, arrow=False)
         staged = staged_write(plan, [bytes(r[FRAGMENT_COLUMN]) for r in out], properties)
         if plan.missing:
             staged.parameters["missingColumns"] = ", ".join(plan.missing)
         return guarded(staged, snap)
 
     return prepare
+
+
+def arrow_checks(spark, snap: Snapshot, specs) -> dict | None:
+    """The constraints as Arrow trees over the rows as written (check column
+    -> tree), or None: some are outside the subset proven equal to Spark,
+    the session has no analyzed plan (Spark Connect), or Arrow evaluation is
+    off -- then Spark computes the check columns."""
+    from ..spark.arrowtasks import arrow_values
+    from ..spark.constraints import check_columns
+    from .dml import analysis_frame
+
+    found = arrow_values(spark, snap, analysis_frame(spark, snap).select(*check_columns(specs)), False,
+                         [s.column for s in specs])
+    return dict(found.values) if found is not None else None

@@ -57,7 +57,7 @@ from ..spark.frames import rows_per_partition, scan_frame
 from ..txn.compaction import group_metrics
 from ..txn.log import Snapshot
 from ..txn.operations import Rewrite, RewriteGroup
-from ..txn.pipeline import StagedCommit, max_fragment_id
+from ..txn.pipeline import StagedCommit, number_new_fragments
 from .indices import rebuild_zonemaps, zonemaps_to_rebuild
 
 #: Bits of range id per column (255 boundaries: 256 ranges), fewer when many
@@ -321,22 +321,16 @@ def _staged(spark, snap: Snapshot, olds, new_frags, cols, bits) -> StagedCommit:
     ]
     to_rebuild = zonemaps_to_rebuild(snap, rewritten_ids)
 
-    def assign_ids(rewrite: Rewrite, base: Snapshot) -> None:
-        # one version per OPTIMIZE: the new fragments take the ids after the
-        # high-water mark of the version the Rewrite commits on (renumbered,
-        # and the index files redone, when a concurrent commit took them)
-        next_id = max_fragment_id(base) + 1
-        for f in new_frags:
-            f.id = next_id
-            next_id += 1
-        rewritten = []
-        if to_remap:
-            rewritten += remap_indices(spark, snap, to_remap, groups, [new_frags], by_row_id=True)
-        if to_rebuild:
-            rewritten += rebuild_zonemaps(spark, snap, to_rebuild, groups, [new_frags])
-        if rewritten:
-            rewrite.rewritten_indices = rewritten
-            staged.extra_files.extend(index_dir(r.new_id.uuid) for r in rewritten)
+    # one version per OPTIMIZE: the new fragments take the ids after this
+    # version's high-water mark in the Rewrite's own commit; the index files
+    # holding them are written now, not in the commit phase (as compaction)
+    number_new_fragments(op, snap)
+    rewritten = []
+    if to_remap:
+        rewritten += remap_indices(spark, snap, to_remap, groups, [new_frags], by_row_id=True)
+    if to_rebuild:
+        rewritten += rebuild_zonemaps(spark, snap, to_rebuild, groups, [new_frags])
+    op.rewritten_indices = rewritten
 
     def committed_metrics(result) -> dict:
         done = group_metrics(result.transaction.operation.groups)
@@ -356,7 +350,8 @@ def _staged(spark, snap: Snapshot, olds, new_frags, cols, bits) -> StagedCommit:
     params = {"zOrderBy": "[" + ", ".join(f'"{c}"' for c in cols) + "]", "predicate": "[]",
               "bitsPerColumn": bits}
     metrics = group_metrics(op.groups)
-    staged = StagedCommit(op, metrics, params, assign_ids=assign_ids, metrics_after=committed_metrics)
+    staged = StagedCommit(op, metrics, params, extra_files=[index_dir(r.new_id.uuid) for r in rewritten],
+                          metrics_after=committed_metrics)
     return staged
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import decimal
-import io
 import os
 import re
 import tempfile
@@ -30,8 +29,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrow_eval.vector import raise_on_error_rows
 from ..format.proto import table_pb2
 from ..format.scan import ROW_ADDR, FragmentScan, scan_fragment
+from . import plans
 from .fanout import run_pair_tasks
 from .rowchanges import ACTION, DELETE, ChangeContext, ChangeSet, _Schemas, change_fragment
 from .types import spark_arrow_schema, spark_schema
@@ -66,16 +67,6 @@ class ArrowCondition:
     skipped: list[int]
 
 
-_NODE = re.compile(r"^[\s:|+\-]*([A-Za-z][A-Za-z0-9]*)", re.M)
-#: Nodes of an optimized plan that is just our scan, projected.
-_BARE_SCAN = {"Project", "RelationV2"}
-
-
-def _optimized_plan(text: str) -> str | None:
-    m = re.search(r"== Optimized Logical Plan ==\n(.*?)\n== Physical Plan ==", text, re.S)
-    return m.group(1) if m else None
-
-
 def arrow_condition(spark, snap, condition, columns: list[str], metadata: list[str]) -> ArrowCondition | None:
     """The condition as an Arrow-evaluable tree, taken from Spark's
     optimized plan of ``scan.where(condition)``; None when any part of it is
@@ -93,11 +84,7 @@ def arrow_condition(spark, snap, condition, columns: list[str], metadata: list[s
     try:
         frame = scan_frame(spark, snap, columns, metadata, split_fragments=False, arrow_eval=path)
         planned = frame.where(as_column(condition)).select(ROW_ADDR)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            planned.explain(mode="extended")
-        plan = _optimized_plan(out.getvalue())
-        if plan is None or {m.group(1) for m in _NODE.finditer(plan)} - _BARE_SCAN:
+        if not plans.is_bare_scan(plans.explain_sections(planned).get("Optimized Logical Plan")):
             return None  # Spark kept a filter (or a join, a subquery...) of its own
         report = read_arrow_eval_report(path)
     finally:
@@ -203,17 +190,6 @@ def _spark_batches(ctx, frag, ranges, columns, metadata, arrow_in: pa.Schema):
         for batch in scan_fragment(ctx.store, ctx.schema, scan):
             if batch.num_rows:
                 yield scanned_spark_batch(batch, arrow_in, frag.id)
-
-
-def raise_on_error_rows(err, what: str) -> None:
-    """A row where Spark would raise (ANSI): the operation reruns on Spark,
-    which raises its own error class."""
-    from ..arrow_eval.vector import ERRORS
-    from ..errors import ArrowEvalFallback
-
-    if err.any():
-        code = int(err[err != 0][0])
-        raise ArrowEvalFallback(f"{what}: a row raises {ERRORS[code]} in ANSI mode")
 
 
 def scanned_metrics(snap, groups) -> dict:

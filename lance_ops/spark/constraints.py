@@ -69,19 +69,6 @@ def with_checks(frame, specs: list[ConstraintSpec], missing_types: dict | None =
     return evaluated.select(*[F.col(f"`{c}`") for c in cols], *check_columns(specs))
 
 
-def referenced(spark, snapshot, specs: list[ConstraintSpec]) -> list[str]:
-    """Table columns the constraints reference (all columns where Spark's plan
-    cannot tell), so scans that feed a check read them."""
-    if not specs:
-        return []
-    from ..format.scan import METADATA_COLUMNS
-    from .frames import empty_frame, referenced_columns, table_spark_schema
-
-    frame = empty_frame(spark, table_spark_schema(snapshot, METADATA_COLUMNS))
-    refs = referenced_columns(frame, [s.expression for s in specs])
-    return [c for c in refs if c in snapshot.schema.names]
-
-
 def _text(v) -> str | None:
     if v is None:
         return None

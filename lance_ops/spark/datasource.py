@@ -78,8 +78,9 @@ from ..format.scan import (
 )
 from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
 from ..storage.objectstore import ObjectStore
-from ..txn.log import open_ref, open_version
+from ..txn.versions import open_ref, open_version
 from .errors import executor_task
+from .pyspark_internals import planner_pushdown  # (the one place that reads pyspark's internals)
 from .types import spark_arrow_schema, spark_schema, to_spark_batch
 
 DEFAULT_ROWS_PER_PARTITION = 1 << 20
@@ -301,6 +302,10 @@ class LanceScanReader(DataSourceReader):
         self._snapshot = snapshot
         self.split_fragments = opts.split_fragments
         self.scan_trace = opts.scan_trace
+        #: (columns, directory): each task writes the bounds of these columns
+        #: over every fragment it reads whole (:mod:`lance_ops.format.fragbounds`;
+        #: set by the driver-planned scans that prune by them later: a merge's target)
+        self.record_bounds: tuple[list[str], str] | None = None
         # Planned in partitions(), once pushFilters may have narrowed the scan.
         self._fragments = [f for f in snapshot.fragments if opts.fragment_ids is None or f.id in opts.fragment_ids]
 
@@ -317,7 +322,7 @@ class LanceScanReader(DataSourceReader):
         skipped_by_lineage = len(self._fragments) - len(fragments)
         ranges = None
         conjuncts = filters_to_conjuncts(self.pushed)
-        if conjuncts and self._snapshot.indices:
+        if conjuncts:  # (indices, and the fragment bounds this process saw: format/fragbounds)
             from ..format.pruning import skip_plan
 
             plan = skip_plan(self._snapshot, conjuncts, fragments)
@@ -343,12 +348,19 @@ class LanceScanReader(DataSourceReader):
         if self.row_filter:
             from .rowfilter import apply as apply_row_filter
         rows = 0
+        bounds_cols = [c for c in self.record_bounds[0] if c in self.columns] if self.record_bounds else []
+        recorded = []
         for frag_bytes, start, end in partition.pieces:
             frag = table_pb2.DataFragment.FromString(frag_bytes)
             scan = FragmentScan(
                 frag, self.columns, self.metadata, start, end, stable_row_ids=self.stable_row_ids
             )
+            whole = bounds_cols and start == 0 and end >= frag.physical_rows
+            seen = {c: [] for c in bounds_cols} if whole else None
             for batch in scan_fragment(self.store, self.lance_schema, scan):
+                if seen is not None:
+                    for c in bounds_cols:
+                        seen[c].append(batch.column(c))
                 out = to_spark_batch(batch, self.arrow_target)
                 if self.key_filter is not None:  # (on the values Spark will compare)
                     from ..format.keyfilter import may_contain_each
@@ -370,8 +382,28 @@ class LanceScanReader(DataSourceReader):
                     continue
                 rows += out.num_rows
                 yield out
+            if seen is not None:
+                recorded += fragment_bounds(frag, self.lance_schema, seen)
+        if recorded:
+            from ..format.fragbounds import write_records
+
+            write_records(self.record_bounds[1], recorded)
         if self.scan_trace:
             write_scan_trace(self, partition, rows)
+
+
+def fragment_bounds(frag, schema, seen: dict) -> list:
+    """[(cache key, (min, max, nulls))] of the columns read whole from one
+    fragment (:mod:`lance_ops.format.fragbounds`)."""
+    from ..format.fragbounds import key_of, stats, supported
+
+    out = []
+    for c, arrays in seen.items():
+        field = schema.field(c)
+        key = key_of(frag, field.id)
+        if key is not None and supported(field.arrow_type()):
+            out.append((key, stats(arrays)))
+    return out
 
 
 def report_scan(reader: "LanceScanReader", fragments, ranges, skipped_by_lineage: int, tasks: int) -> dict:
@@ -734,39 +766,6 @@ class LanceDataSourceWriter(DataSourceArrowWriter):
 # ---------------------------------------------------------------------------
 # The data source
 # ---------------------------------------------------------------------------
-
-
-#: The Python planner workers that create a data source's reader: the one
-#: that pushes filters (run only when filter pushdown is on) and the one
-#: that plans a read without pushing (which refuses a reader implementing
-#: ``pushFilters`` when pushdown is off: DATA_SOURCE_PUSHDOWN_DISABLED).
-_PUSHDOWN_PLANNER = "pyspark.sql.worker.data_source_pushdown_filters"
-_READ_PLANNER = "pyspark.sql.worker.plan_data_source_read"
-
-
-def planner_pushdown() -> bool | None:
-    """Whether the Spark planner worker asking for a reader (this call's
-    caller chain) pushes filters into it: True in the pushdown planner,
-    the ``enable_pushdown`` flag Spark sent the read planner there, None
-    when called from neither (Spark's own check decides then).
-
-    Why: ``spark.sql.python.filterPushdown.enabled`` is a runtime SQL conf
-    the session may switch at any time, after the data source was
-    registered; Spark refuses a reader with ``pushFilters`` once it is off,
-    and a reader without it never gets filters while it is on. The planner
-    worker knows the conf of the query being planned; the registration only
-    the conf of its time."""
-    import sys
-
-    f = sys._getframe(1)
-    while f is not None:
-        mod = f.f_globals.get("__name__")
-        if mod == _PUSHDOWN_PLANNER:
-            return True
-        if mod == _READ_PLANNER and "enable_pushdown" in f.f_locals:
-            return bool(f.f_locals["enable_pushdown"])
-        f = f.f_back
-    return None
 
 
 class LanceDataSource(DataSource):

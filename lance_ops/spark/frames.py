@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..format.scan import ROW_ADDR, ROW_CREATED, ROW_ID, ROW_UPDATED
+from ..format.scan import METADATA_COLUMNS, ROW_ADDR, ROW_CREATED, ROW_ID, ROW_UPDATED
 from ..txn.log import Snapshot
 from . import jvm, plans
 from .credentials import reader_options, reader_storage_options
@@ -204,6 +204,18 @@ def referenced_columns(frame: DataFrame, exprs: Iterable) -> list[str]:
     return [c for c in frame.columns if c in names]
 
 
+def checked_columns(spark, snapshot: Snapshot, specs) -> list[str]:
+    """Table columns the CHECK constraints ``specs``
+    (:class:`lance_ops.spark.constraints.ConstraintSpec`) reference (all
+    columns where Spark's plan cannot tell), so scans that feed a check read
+    them."""
+    if not specs:
+        return []
+    frame = empty_frame(spark, table_spark_schema(snapshot, METADATA_COLUMNS))
+    refs = referenced_columns(frame, [s.expression for s in specs])
+    return [c for c in refs if c in snapshot.schema.names]
+
+
 def keeps_scan_partitions(df: DataFrame) -> bool:
     """True when ``df`` computes each output partition from one scan partition,
     rows in scan order -- no shuffle or sort on the way (broadcast joins are
@@ -342,7 +354,7 @@ def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(R
 
 def planned_scan_frame(spark, snapshot: Snapshot, columns: list[str], metadata=(ROW_ADDR,), filters=(),
                        split_fragments: bool = True, skip_report: str | None = None,
-                       key_filter=None) -> DataFrame:
+                       key_filter=None, record_bounds: tuple[list[str], str] | None = None) -> DataFrame:
     """:func:`scan_frame`'s read, planned here in the driver: the ``lance``
     data source's reader gets ``filters`` (``pyspark.sql.datasource``
     filters, as Spark would push them: data skipping prunes by them, the
@@ -365,6 +377,7 @@ def planned_scan_frame(spark, snapshot: Snapshot, columns: list[str], metadata=(
                        key_filter=key_filter_option(key_filter[0], key_filter[1]) if key_filter else None)
     schema = spark_schema(snapshot.schema, list(columns), list(metadata))
     reader = LanceScanReaderWithPushdown(opts, snapshot.version, schema, store.root, snapshot=snapshot)
+    reader.record_bounds = record_bounds  # ((columns, directory): fragment key bounds, see format/fragbounds)
     for _ in reader.pushFilters(list(filters)):
         pass
     parts = [p for p in reader.partitions() if p.pieces]

@@ -167,6 +167,20 @@ _BARE_PROJECT = re.compile(rf"^Project \[{_ATTR}(, {_ATTR})*\]$")
 _PARQUET_RELATION = re.compile(r"^Relation \[.*\] parquet$")
 
 
+_NODE = re.compile(r"^[\s:|+\-]*([A-Za-z][A-Za-z0-9]*)", re.M)
+#: Nodes of an optimized plan that is just a Python data source's scan, projected.
+_BARE_SCAN = {"Project", "RelationV2"}
+
+
+def is_bare_scan(optimized: str | None) -> bool:
+    """Whether an optimized logical plan is only a data source scan under
+    projections: Spark kept no filter, join or subquery of its own (all the
+    condition went into the scan)."""
+    if optimized is None:
+        return False
+    return not {m.group(1) for m in _NODE.finditer(optimized)} - _BARE_SCAN
+
+
 def _plan_lines(text: str) -> list[str]:
     """A plan's lines without their tree drawing (empty lines left out)."""
     return [_TREE.sub("", ln).strip() for ln in text.splitlines() if ln.strip()]

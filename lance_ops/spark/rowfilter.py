@@ -21,7 +21,6 @@ and the scan returns every row, as before. Off with
 from __future__ import annotations
 
 import base64
-import json
 import pickle
 
 import numpy as np
@@ -29,35 +28,6 @@ import pyarrow as pa
 
 #: Data source option carrying the encoded trees.
 OPTION = "rowFilter"
-
-
-def analyzed_filters(spark, schema, conditions) -> list:
-    """The conditions (Spark SQL strings or Columns over a frame of
-    ``schema``) as :mod:`lance_ops.arrow_eval.catalyst` trees -- each one
-    analyzed by Spark on its own; those outside the subset (or not
-    boolean, or failing analysis) are left out: Spark evaluates them."""
-    from . import jvm
-    from .arrowtasks import enabled, inline_with
-
-    if not conditions or jvm.is_connect(spark) or not enabled(spark):
-        return []
-    from ..arrow_eval.catalyst import try_decode
-    from .frames import as_column, empty_frame
-
-    frame = empty_frame(spark, schema)
-    out = []
-    for c in conditions:
-        try:
-            doc = jvm.analyzed_json(frame.select(as_column(c)))
-        except Exception:  # (Spark reports bad SQL when it runs the query itself)
-            continue
-        if doc is None:
-            continue
-        one = json.loads(inline_with(doc))
-        trees = try_decode(one)
-        if trees and len(trees) == 1 and trees[0].type == "boolean":
-            out.append(trees[0])
-    return out
 
 
 def encode(trees: list) -> str:

@@ -111,9 +111,8 @@ def package_zip(dest_dir: str | None = None) -> str:
     import tempfile
     import zipfile
 
-    import lance_ops
-
-    pkg = os.path.dirname(os.path.abspath(lance_ops.__file__))
+    # (this module's own package directory: lance_ops/spark/..)
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     top = os.path.dirname(pkg)
     dest_dir = dest_dir or tempfile.mkdtemp(prefix="lance_ops-ship-")
     path = os.path.join(dest_dir, "lance_ops.zip")

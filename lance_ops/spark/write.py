@@ -68,6 +68,13 @@ class WritePlan:
     missing: list[str] = field(default_factory=list)
     #: Journal token (:mod:`.journal`): finished tasks record their files.
     journal: str | None = None
+    #: The constraints as Arrow-evaluable trees (check column -> tree), when
+    #: every one is in the subset proven equal to Spark (:mod:`lance_ops.arrow_eval`):
+    #: the tasks evaluate them on the batches; None: Spark computes the check
+    #: columns in the projection feeding the tasks.
+    arrow_checks: dict | None = None
+    #: Arrow types of the columns an append leaves out (NULL for the checks).
+    missing_types: dict | None = None
 
 
 def plan_write(
@@ -122,7 +129,8 @@ def plan_write(
 #: What a Lance table's directory may hold before its first version: its own
 #: layout (pylance's and ours), e.g. the leftovers of a failed create.
 LANCE_LAYOUT = {VERSIONS_DIR, DATA_DIR, TRANSACTIONS_DIR, DELETIONS_DIR, INDICES_DIR, STAGING_DIR, TREE_DIR, "_refs",
-                "_latest.manifest"}
+                "_latest.manifest",
+                ".lance-reserved"}  # a namespace's marker of a declared table (namespace/directory.py)
 
 
 def refuse_foreign_directory(store: ObjectStore) -> None:
@@ -187,7 +195,7 @@ def write_task(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> Iterator[b
     """Executor side: write the batches as fragments (each batch checked
     against the table's constraints first), yield them serialized."""
     if plan.checks:
-        batches = _checked(batches, plan.checks)
+        batches = _arrow_checked(batches, plan) if plan.arrow_checks else _checked(batches, plan.checks)
     for frag in write_fragments(
         plan.store, plan.schema, batches, plan.file_version, plan.max_rows_per_fragment
     ):
@@ -199,6 +207,29 @@ def _checked(batches, checks):
 
     for b in batches:
         enforce(b, checks)
+        yield b
+
+
+def _arrow_checked(batches, plan: WritePlan):
+    """The constraints evaluated with Arrow on each batch (the rows as
+    written; columns an append left out are NULL), then :func:`enforce`: the
+    same error as the Spark-evaluated check columns give. A row where Spark
+    would raise (ANSI) raises ArrowEvalFallback: the write runs again with
+    Spark computing the checks."""
+    from ..arrow_eval.vector import evaluate, raise_on_error_rows
+    from .constraints import enforce
+
+    for b in batches:
+        table = pa.Table.from_batches([b])
+        for name, t in (plan.missing_types or {}).items():
+            if name not in table.column_names:
+                table = table.append_column(pa.field(name, t), pa.nulls(b.num_rows, t))
+        checked = b
+        for spec in plan.checks:
+            values, errors = evaluate(plan.arrow_checks[spec.column], table)
+            raise_on_error_rows(errors, f"CHECK constraint {spec.name}")
+            checked = checked.append_column(spec.column, values)
+        enforce(checked, plan.checks, row_columns=b.schema.names)
         yield b
 
 

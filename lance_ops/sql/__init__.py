@@ -5,14 +5,12 @@
     lance_ops.sql(spark, "SELECT user_id, sum(v) FROM lance.`/data/events.lance` GROUP BY 1")
 
 :func:`sql` parses the whole text first (:mod:`.grammar`), then runs each
-statement (:mod:`.execute`), queries with every Lance table read pruned to the
+statement (:mod:`.script`, :mod:`.execute`), queries with every Lance table read pruned to the
 columns it needs (:mod:`.query`). ``%load_ext lance_ops`` adds the
 ``%%lance_sql`` cell magic (:mod:`.magic`). Nothing here is imported by
 ``import lance_ops``: sqlglot and pyspark load on first use.
 """
 from __future__ import annotations
-
-import logging
 
 
 def sql(spark, text: str, tables: dict | None = None, commitProperties: dict | None = None, allResults: bool = False):
@@ -26,28 +24,10 @@ def sql(spark, text: str, tables: dict | None = None, commitProperties: dict | N
     before anything runs (``SqlParseError`` with line, column and token);
     each statement is analyzed completely before it runs.
     """
-    from ..spark.datasource import register
-    from .diagnostics import statement_running
-    from .execute import Executor
-    from .grammar import parse_script
+    from ..table import LanceTable
+    from .script import run_script
 
-    statements = parse_script(text)
-    register(spark)
-    executor = Executor(spark, tables, commitProperties)
-    out = []
-    for n, stmt in enumerate(statements, 1):
-        try:
-            with statement_running():
-                out.append(executor.run(stmt))
-        except Exception as e:
-            # one record per failed statement (the exception carries the rest)
-            where = f"statement {n} of {len(statements)}, " if len(statements) > 1 else ""
-            logging.getLogger("lance_ops.sql").error("%sline %d: %s: %s", where, stmt.line, type(e).__name__,
-                                                     str(e).split("\n")[0][:500])
-            raise
-    if allResults:
-        return out
-    return out[-1] if out else None
+    return run_script(spark, text, LanceTable, tables, commitProperties, allResults)
 
 
 def load_ipython_extension(ipython) -> None:

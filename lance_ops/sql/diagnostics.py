@@ -37,9 +37,12 @@ _PLAN = re.compile(r";\s*line \d+ pos \d+;.*", re.S)
 
 def _tables(node: exp.Expr) -> list[exp.Table]:
     """The tables a statement reads or writes that must exist: not a CREATE
-    or DROP target, not a CTE name, not a table function."""
+    or DROP target, not the new name of a RENAME, not a CTE name, not a
+    table function."""
     if isinstance(node, exp.Drop):
         return []
+    if isinstance(node, exp.Alter):
+        return [node.this] if isinstance(node.this, exp.Table) else []
     if isinstance(node, exp.Create):
         node = node.args.get("expression")
         if node is None:

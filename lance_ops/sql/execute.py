@@ -25,19 +25,16 @@ from ..errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
-from . import names, query
-from . import results as R
+from ..spark.sessionnames import refresh_registered, register_name, registered_uri, unregister_name
 from .diagnostics import check_tables_exist, cleaned
 from .grammar import ParsedStatement, Statement, sql_of
-from .refs import (
-    LanceRef,
-    Resolver,
-    normalize_uri,
-    refresh_registered,
-    register_name,
-    registered_uri,
-    unregister_name,
-)
+from .names import catalog_table, drop_table, namespace_statement, rename_table
+from .names import exists as catalog_exists
+from .names import show as show_tables
+from .query import collect_sources
+from .query import run as run_query
+from .refs import LanceRef, Resolver, normalize_uri
+from .results import AFFECTED, DESCRIBED, EMPTY, INSERTED, PROPERTIES, TAGS, VACUUMED, frame
 
 log = logging.getLogger("lance_ops.sql")
 
@@ -58,11 +55,13 @@ def _truthy(value) -> bool:
 
 
 class Executor:
-    """Runs the statements of one ``lance_ops.sql`` call."""
+    """Runs the statements of one ``lance_ops.sql`` call on handles of
+    ``table_class`` (``LanceTable``, given by the caller)."""
 
-    def __init__(self, spark, tables: dict | None = None, commitProperties: dict | None = None):
+    def __init__(self, spark, table_class, tables: dict | None = None, commitProperties: dict | None = None):
         self.spark = spark
-        self.resolver = Resolver(spark, tables)
+        self.table_class = table_class
+        self.resolver = Resolver(spark, table_class, tables)
         self.commit_properties = commitProperties
 
     # ------------------------------------------------------------ dispatch
@@ -79,7 +78,7 @@ class Executor:
         node = stmt.node
         if isinstance(node, Statement):
             if node.kind == "spark":
-                shown = names.show(self.spark, node.args.get("text", ""))  # SHOW TABLES of a Lance catalog
+                shown = show_tables(self.spark, node.args.get("text", ""))  # SHOW TABLES of a Lance catalog
                 if shown is not None:
                     return shown
             ref = self.resolver.lance(node.table) if node.table is not None else None
@@ -104,7 +103,7 @@ class Executor:
     def _spark_sql(self, stmt: ParsedStatement):
         if isinstance(stmt.node, Statement):
             return self.spark.sql(stmt.text)
-        return query.run(self.spark, self.resolver, stmt.node, stmt.text)
+        return run_query(self.spark, self.resolver, stmt.node, stmt.text)
 
     # ------------------------------------------------------------- helpers
     def _target(self, table: exp.Expr) -> tuple[LanceRef | None, object]:
@@ -131,7 +130,7 @@ class Executor:
             table = node.copy()
             table.set("alias", None)
             node = exp.select("*").from_(table)
-        return query.run(self.spark, self.resolver, node, sql_of(node))
+        return run_query(self.spark, self.resolver, node, sql_of(node))
 
     def _write_done(self, t) -> None:
         """Re-point the session names registered for ``t``'s table at its new
@@ -179,7 +178,7 @@ class Executor:
         cond = self._requalify(where.this, dict.fromkeys(self._names(node.this))) if where else None
         info = t.delete(cond, commitProperties=self.commit_properties)
         self._write_done(t)
-        return R.frame(self.spark, R.AFFECTED, [(int(info.metrics.get("numDeletedRows", 0)),)])
+        return frame(self.spark, AFFECTED, [(int(info.metrics.get("numDeletedRows", 0)),)])
 
     def _update(self, stmt, node: exp.Update):
         ref, t = self._target(node.this)
@@ -195,7 +194,7 @@ class Executor:
         cond = self._requalify(where.this, names) if where else None
         info = t.update(cond, sets, commitProperties=self.commit_properties)
         self._write_done(t)
-        return R.frame(self.spark, R.AFFECTED, [(int(info.metrics.get("numUpdatedRows", 0)),)])
+        return frame(self.spark, AFFECTED, [(int(info.metrics.get("numUpdatedRows", 0)),)])
 
     def _merge(self, stmt, node: exp.Merge):
         ref, t = self._target(node.this)
@@ -299,7 +298,7 @@ class Executor:
             info = t.append(df, commitProperties=self.commit_properties)
         self._write_done(t)
         n = int(info.metrics.get("numInsertedRows", 0))
-        return R.frame(self.spark, R.INSERTED, [(n, n)])
+        return frame(self.spark, INSERTED, [(n, n)])
 
     # ----------------------------------------------------------------- DDL
     def _create(self, stmt, node: exp.Create):
@@ -307,7 +306,7 @@ class Executor:
         if kind == "VIEW":
             return self._create_view(stmt, node)
         if kind in ("SCHEMA", "NAMESPACE", "DATABASE"):
-            return names.namespace_statement(self.spark, node)
+            return namespace_statement(self.spark, node)
         if kind != "TABLE":
             return None
         target = node.this
@@ -334,7 +333,7 @@ class Executor:
             raise InvalidArgumentError(f"{sql_of(table)} is a Lance table: USING {provider} does not apply")
         if other:
             raise UnsupportedFeatureError(f"CREATE TABLE ... USING lance does not support {', '.join(other)}")
-        cataloged = names.catalog_table(self.spark, table)
+        cataloged = catalog_table(self.spark, table)
         if cataloged is not None and (len(cataloged) > 1 or location is None):
             return self._create_in_catalog(node, target, cataloged, location, tblprops)
         name = None
@@ -351,8 +350,6 @@ class Executor:
                 )
             name = table.name
             uri = normalize_uri(location or self._default_location(name))
-        from ..table import LanceTable
-
         options = {}
         config = {}
         for k, v in tblprops.items():
@@ -363,11 +360,11 @@ class Executor:
                 options[opt] = int(v)
             else:
                 config[k] = v
-        exists = LanceTable.isLanceTable(self.spark, uri)
+        exists = self.table_class.isLanceTable(self.spark, uri)
         replace = bool(node.args.get("replace"))
         if_not_exists = bool(node.args.get("exists"))
         query_node = node.args.get("expression")
-        result = R.frame(self.spark, R.EMPTY, [])
+        result = frame(self.spark, EMPTY, [])
         if query_node is not None or isinstance(target, exp.Schema):
             if exists and if_not_exists and not replace:
                 pass  # nothing to do (Delta's IF NOT EXISTS)
@@ -381,13 +378,13 @@ class Executor:
                 else:
                     ddl = ", ".join(sql_of(c) for c in target.expressions)
                     df = self.spark.createDataFrame([], ddl)
-                t = LanceTable.create(
+                t = self.table_class.create(
                     self.spark, uri, df, mode="overwrite" if replace else "create",
                     commitProperties=self.commit_properties, properties=config or None, **options,
                 )
                 if query_node is not None:
                     n = int(t.lastCommit().metrics.get("numInsertedRows", 0))
-                    result = R.frame(self.spark, R.INSERTED, [(n, n)])
+                    result = frame(self.spark, INSERTED, [(n, n)])
         elif not exists:
             raise TableNotFoundError(
                 f"no Lance table at {uri}: CREATE TABLE {name or uri} USING lance needs AS SELECT or a column list "
@@ -400,7 +397,7 @@ class Executor:
                 raise TableExistsError(f"the name {name!r} is already registered; DROP TABLE {name} first")
             register_name(self.spark, name, uri)
         else:
-            refresh_registered(self.spark, LanceTable(self.spark, uri).uri)
+            refresh_registered(self.spark, self.table_class(self.spark, uri).uri)
         return result
 
     def _create_in_catalog(self, node: exp.Create, target, parts: list[str], location, tblprops: dict):
@@ -408,7 +405,6 @@ class Executor:
         namespace (or at LOCATION, registered there), created by the same
         write as any CREATE TABLE, then registered -- or nothing is left."""
         from ..spark import catalogs
-        from ..table import LanceTable
 
         options, config = {}, {}
         for k, v in tblprops.items():
@@ -424,8 +420,8 @@ class Executor:
         shown = ".".join(parts)
         if query_node is not None and isinstance(target, exp.Schema):
             raise UnsupportedFeatureError("CREATE TABLE with both a column list and AS SELECT")
-        empty = R.frame(self.spark, R.EMPTY, [])
-        if names.exists(self.spark, parts):
+        empty = frame(self.spark, EMPTY, [])
+        if catalog_exists(self.spark, parts):
             if node.args.get("exists") and not replace:
                 return empty  # (Delta's IF NOT EXISTS)
             if not replace:
@@ -435,8 +431,9 @@ class Executor:
             uri, storage = catalogs.describe(self.spark, parts)
             df = self._frame_of(query_node) if query_node is not None else self.spark.createDataFrame(
                 [], ", ".join(sql_of(c) for c in target.expressions))
-            t = LanceTable.create(self.spark, uri, df, mode="overwrite", storage_options=storage or None,
-                                  commitProperties=self.commit_properties, properties=config or None, **options)
+            t = self.table_class.create(self.spark, uri, df, mode="overwrite", storage_options=storage or None,
+                                        commitProperties=self.commit_properties, properties=config or None,
+                                        **options)
             refresh_registered(self.spark, t.uri)
             return self._created(t, query_node)
         if query_node is None and not isinstance(target, exp.Schema):
@@ -446,7 +443,7 @@ class Executor:
             if tblprops:
                 raise InvalidArgumentError("TBLPROPERTIES only apply when the table is created")
             uri = normalize_uri(location)
-            if not LanceTable.isLanceTable(self.spark, uri):
+            if not self.table_class.isLanceTable(self.spark, uri):
                 raise TableNotFoundError(f"no Lance table at {uri} to register as {shown}")
             catalogs.register(self.spark, parts, uri)
             return empty
@@ -455,9 +452,10 @@ class Executor:
         made = {}
 
         def write(uri: str, storage: dict) -> None:
-            made["t"] = LanceTable.create(self.spark, uri, df, mode="create", storage_options=storage or None,
-                                          commitProperties=self.commit_properties, properties=config or None,
-                                          **options)
+            made["t"] = self.table_class.create(self.spark, uri, df, mode="create",
+                                                storage_options=storage or None,
+                                                commitProperties=self.commit_properties,
+                                                properties=config or None, **options)
 
         if location is not None:
             uri = normalize_uri(location)
@@ -470,14 +468,14 @@ class Executor:
 
     def _created(self, t, query_node):
         if query_node is None:
-            return R.frame(self.spark, R.EMPTY, [])
+            return frame(self.spark, EMPTY, [])
         info = t.lastCommit() if callable(t.lastCommit) else t.lastCommit
         n = int(info.metrics.get("numInsertedRows", 0))
-        return R.frame(self.spark, R.INSERTED, [(n, n)])
+        return frame(self.spark, INSERTED, [(n, n)])
 
     def _alter(self, stmt, node: exp.Alter):
         """ALTER TABLE ... RENAME TO of a Lance Namespace catalog's table."""
-        return names.rename_table(self.spark, node)
+        return rename_table(self.spark, node)
 
     def _default_location(self, name: str) -> str:
         warehouse = self.spark.conf.get("spark.sql.warehouse.dir", "spark-warehouse")
@@ -491,7 +489,7 @@ class Executor:
         body = node.args.get("expression")
         if body is None:
             return None
-        sources = query.collect_sources(body, self.resolver)
+        sources = collect_sources(body, self.resolver)
         if not any(s.is_lance for s in sources):
             return None
         props = node.args.get("properties")
@@ -508,26 +506,26 @@ class Executor:
         )
         if not replace and self.spark.catalog.tableExists(name):
             if node.args.get("exists"):
-                return R.frame(self.spark, R.EMPTY, [])
+                return frame(self.spark, EMPTY, [])
             self.spark.sql(stmt.text)  # Spark's own "already exists" error
         if simple:
             register_name(self.spark, name, only.ref.uri, only.ref.storage_options)
         else:
             unregister_name(self.spark, name)
             self._frame_of(body).createOrReplaceTempView(name)
-        return R.frame(self.spark, R.EMPTY, [])
+        return frame(self.spark, EMPTY, [])
 
     def _drop(self, stmt, node: exp.Drop):
         kind = (node.args.get("kind") or "").upper()
         if kind in ("SCHEMA", "NAMESPACE", "DATABASE"):
-            return names.namespace_statement(self.spark, node)
+            return namespace_statement(self.spark, node)
         if kind not in ("TABLE", "VIEW"):
             return None
         tables = node.args.get("tables") or [node.this]
         if kind == "TABLE" and len(tables) == 1 and not (
                 isinstance(tables[0], exp.Table) and tables[0].args.get("db") is None
                 and (tables[0].name.lower() in self.resolver.bindings or registered_uri(self.spark, tables[0].name))):
-            dropped = names.drop_table(self.spark, node)  # a Lance Namespace catalog's table
+            dropped = drop_table(self.spark, node)  # a Lance Namespace catalog's table
             if dropped is not None:
                 return dropped
         if len(tables) != 1 or not isinstance(tables[0], exp.Table) or tables[0].args.get("db") is not None:
@@ -537,7 +535,7 @@ class Executor:
             return None
         unregister_name(self.spark, name)
         self.spark.catalog.dropTempView(name)  # the data stays (as Delta's external tables)
-        return R.frame(self.spark, R.EMPTY, [])
+        return frame(self.spark, EMPTY, [])
 
     # ----------------------------------------------------- our statements
     def _writable(self, ref: LanceRef):
@@ -580,9 +578,9 @@ class Executor:
         removed = t.vacuumFiles(retentionHours=168 if hours is None else hours, dryRun=args["dry_run"])
         if args["dry_run"]:
             root = t.uri.rstrip("/")
-            return R.frame(self.spark, R.VACUUMED, [(f"{root}/{p}",) for p in removed])
+            return frame(self.spark, VACUUMED, [(f"{root}/{p}",) for p in removed])
         log.info("VACUUM %s removed %d file(s)", t.uri, len(removed))
-        return R.frame(self.spark, R.VACUUMED, [(t.uri,)])
+        return frame(self.spark, VACUUMED, [(t.uri,)])
 
     def _restore(self, ref, args):
         t = self._writable(ref)
@@ -620,15 +618,15 @@ class Executor:
                 ("Location", t.uri, ""), ("Provider", "lance", ""), ("Version", str(t.version), ""),
                 ("Table Properties", f"[{props}]", ""),
             ]
-        return R.frame(self.spark, R.DESCRIBED, rows)
+        return frame(self.spark, DESCRIBED, rows)
 
     def _show_tblproperties(self, ref, args):
         props = self._read(ref).properties()
         key = args.get("key")
         if key is not None:
             value = props.get(key, f"Table {ref.name} does not have property: {key}")
-            return R.frame(self.spark, R.PROPERTIES, [(key, value)])
-        return R.frame(self.spark, R.PROPERTIES, sorted(props.items()))
+            return frame(self.spark, PROPERTIES, [(key, value)])
+        return frame(self.spark, PROPERTIES, sorted(props.items()))
 
     def _show_tags(self, ref, args):
         tags = self._read(ref).listTags(details=True)
@@ -636,12 +634,12 @@ class Executor:
             (name, int(d.get("version")), _str(d.get("createdAt")), _str(d.get("updatedAt")))
             for name, d in sorted(tags.items())
         ]
-        return R.frame(self.spark, R.TAGS, rows)
+        return frame(self.spark, TAGS, rows)
 
     def _create_tag(self, ref, args):
         t = self._read(ref)  # tags commit no version: a time-travel reference tags its version
         t.createTag(args["name"], args["version"])
-        return R.frame(self.spark, R.EMPTY, [])
+        return frame(self.spark, EMPTY, [])
 
     def _drop_tag(self, ref, args):
         t = self._read(ref)
@@ -650,12 +648,12 @@ class Executor:
         except TableNotFoundError:
             if not args["if_exists"]:
                 raise
-        return R.frame(self.spark, R.EMPTY, [])
+        return frame(self.spark, EMPTY, [])
 
     def _refresh(self, ref, args):
         if registered_uri(self.spark, ref.name):
             register_name(self.spark, ref.name, ref.uri, ref.storage_options)
-        return R.frame(self.spark, R.EMPTY, [])
+        return frame(self.spark, EMPTY, [])
 
     def _add_columns(self, ref, args):
         t = self._writable(ref)
@@ -669,7 +667,7 @@ class Executor:
                 values[c["name"]] = F.lit(None).cast(dtype).alias(c["name"], metadata=md)
         t.addColumns(values, commitProperties=self.commit_properties)
         self._write_done(t)
-        return R.frame(self.spark, R.EMPTY, [])
+        return frame(self.spark, EMPTY, [])
 
     def _spark_type(self, type_sql: str) -> T.DataType:
         return self.spark.createDataFrame([], f"`__c` {type_sql}").schema.fields[0].dataType
@@ -683,10 +681,10 @@ class Executor:
         else:
             inner = source
         select = exp.select(*[exp.column(c) for c in [key, *args["columns"]]]).from_(inner)
-        df = query.run(self.spark, self.resolver, select, sql_of(select))
+        df = run_query(self.spark, self.resolver, select, sql_of(select))
         t.addColumns(df, on=key, commitProperties=self.commit_properties)
         self._write_done(t)
-        return R.frame(self.spark, R.EMPTY, [])
+        return frame(self.spark, EMPTY, [])
 
     def _drop_columns(self, ref, args):
         t = self._writable(ref)
@@ -695,40 +693,40 @@ class Executor:
             names = {f.name.lower() for f in t.schema.fields}
             cols = [c for c in cols if c.split(".")[0].lower() in names]
             if not cols:
-                return R.frame(self.spark, R.EMPTY, [])
+                return frame(self.spark, EMPTY, [])
         t.dropColumns(cols, commitProperties=self.commit_properties)
         self._write_done(t)
-        return R.frame(self.spark, R.EMPTY, [])
+        return frame(self.spark, EMPTY, [])
 
     def _rename_column(self, ref, args):
         t = self._writable(ref)
         t.renameColumn(args["old"], args["new"], commitProperties=self.commit_properties)
         self._write_done(t)
-        return R.frame(self.spark, R.EMPTY, [])
+        return frame(self.spark, EMPTY, [])
 
     def _set_tblproperties(self, ref, args):
         t = self._writable(ref)
         t.setProperties(args["properties"], commitProperties=self.commit_properties)
         self._write_done(t)
-        return R.frame(self.spark, R.EMPTY, [])
+        return frame(self.spark, EMPTY, [])
 
     def _add_constraint(self, ref, args):
         t = self._writable(ref)
         t.addConstraint(args["name"], args["expression"], commitProperties=self.commit_properties)
         self._write_done(t)
-        return R.frame(self.spark, R.EMPTY, [])
+        return frame(self.spark, EMPTY, [])
 
     def _drop_constraint(self, ref, args):
         t = self._writable(ref)
         t.dropConstraint(args["name"], ifExists=args["if_exists"], commitProperties=self.commit_properties)
         self._write_done(t)
-        return R.frame(self.spark, R.EMPTY, [])
+        return frame(self.spark, EMPTY, [])
 
     def _unset_tblproperties(self, ref, args):
         t = self._writable(ref)
         t.unsetProperties(args["keys"], commitProperties=self.commit_properties, ifExists=args["if_exists"])
         self._write_done(t)
-        return R.frame(self.spark, R.EMPTY, [])
+        return frame(self.spark, EMPTY, [])
 
 
 def _str(v) -> str | None:

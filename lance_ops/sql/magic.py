@@ -41,11 +41,12 @@ def active_session():
 
 
 def run_cell(ipython, line: str, cell: str):
-    from . import sql
+    from ..table import LanceTable
+    from .script import run_script
 
     args = _args(line)
     text = ipython.var_expand(cell, depth=2) if ipython is not None and hasattr(ipython, "var_expand") else cell
-    df = sql(active_session(), text)
+    df = run_script(active_session(), text, LanceTable)
     if args.out and ipython is not None:
         ipython.user_ns[args.out] = df
     if df is None or args.quiet:

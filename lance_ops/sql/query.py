@@ -35,8 +35,9 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import traverse_scope
 
 from ..errors import InvalidArgumentError
+from ..spark.sessionnames import registered_uri
 from .grammar import LanceSpark, sql_of
-from .refs import LanceRef, Resolver, normalize_uri, registered_uri
+from .refs import LanceRef, Resolver, normalize_uri
 
 log = logging.getLogger("lance_ops.sql")
 
@@ -125,8 +126,6 @@ def _spark_name(node: exp.Table) -> str:
 def open_sources(sources: list[Source], resolver: Resolver) -> None:
     """Open every Lance reference at its version (TableNotFoundError if it
     has none) and learn its columns."""
-    from ..table import LanceTable
-
     spark = resolver.spark
     for s in sources:
         if s.ref is not None:
@@ -135,7 +134,7 @@ def open_sources(sources: list[Source], resolver: Resolver) -> None:
         elif s.changes is not None:
             target, start, end = s.changes
             uri = resolver.bindings.get(target.lower()) or registered_uri(spark, target) or normalize_uri(target)
-            handle = uri if isinstance(uri, LanceTable) else LanceTable(spark, uri)
+            handle = uri if isinstance(uri, resolver.table_class) else resolver.table_class(spark, uri)
             s.handle = handle
             # Delta's table_changes: the start version is included
             s.frame = handle.changes(start - 1 if isinstance(start, int) and start > 0 else start, end)

@@ -14,16 +14,8 @@ A Lance table is written
   knows. Such names persist across sessions (pylance's DirectoryNamespace
   sees the same tables).
 
-Registered names live in Spark's session catalog as temporary views over the
-``lance`` data source, so ``spark.sql`` reads them too: Spark 4.3 keeps a
-catalog table whose provider is a Python data source, but hands the data
-source neither its LOCATION nor its OPTIONS at read time, so a catalog table
-cannot point at a Lance table. The view is created with the table's schema
-given explicitly, which leaves the version open: every query through
-``spark.sql`` plans against the latest version (``lance_ops.sql`` re-creates
-the view after changing the schema; after a schema change made elsewhere,
-``REFRESH TABLE name``). The name -> URI map is kept in the session's conf
-(``spark.lance_ops.sql.table.<name>``), which Spark Connect sessions have too.
+Registered names are the session's temporary views over the ``lance`` data
+source (:mod:`lance_ops.spark.sessionnames`).
 
 Time travel: ``VERSION AS OF n`` (or a tag name as a string),
 ``TIMESTAMP AS OF <expr>`` (the latest version committed at or before it,
@@ -39,10 +31,10 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from ..errors import InvalidArgumentError, TableNotFoundError
+from ..spark.sessionnames import registered_uri
 from .grammar import AT_SUFFIX, sql_of
 
 LANCE_NAMESPACE = "lance"
-REGISTRY_PREFIX = "spark.lance_ops.sql.table."
 _VERSION_SUFFIX = re.compile(r"^v(\d+)$")
 
 
@@ -61,53 +53,6 @@ class LanceRef:
     @property
     def time_travel(self) -> bool:
         return self.version is not None or self.tag is not None or self.timestamp is not None
-
-
-def registered_uri(spark, name: str) -> str | None:
-    """The URI a session name was registered for (None if not, or if its view
-    was dropped since)."""
-    uri = spark.conf.get(REGISTRY_PREFIX + name.lower(), None)
-    if not uri:
-        return None
-    try:
-        if spark.catalog.tableExists(name):
-            return uri
-    except Exception:
-        pass
-    spark.conf.unset(REGISTRY_PREFIX + name.lower())
-    return None
-
-
-def register_name(spark, name: str, uri: str, storage_options: dict | None = None) -> None:
-    """(Re-)create the temp view ``name`` over the Lance table at ``uri``
-    (latest version at every query; the table's current columns) and record
-    the name."""
-    from ..table import LanceTable
-
-    handle = LanceTable(spark, uri, storage_options=storage_options)
-    from ..spark.credentials import reader_options
-
-    reader = spark.read.format("lance").schema(handle.schema).options(**reader_options(spark, handle.table.store))
-    reader.load(handle.uri).createOrReplaceTempView(name)
-    spark.conf.set(REGISTRY_PREFIX + name.lower(), handle.uri)
-
-
-def unregister_name(spark, name: str) -> None:
-    spark.conf.unset(REGISTRY_PREFIX + name.lower())
-
-
-def refresh_registered(spark, uri: str) -> None:
-    """Re-create the views of every name registered for ``uri`` (after a
-    schema change)."""
-    try:
-        items = dict(spark.conf.getAll)  # a property in pyspark 4
-    except Exception:
-        items = {r[0]: r[1] for r in spark.sql("SET").collect()}
-    for key, value in items.items():
-        if key.startswith(REGISTRY_PREFIX) and value == uri:
-            name = key[len(REGISTRY_PREFIX):]
-            if registered_uri(spark, name):
-                register_name(spark, name, uri)
 
 
 def normalize_uri(uri: str) -> str:
@@ -130,10 +75,13 @@ def _split_at(path: str) -> tuple[str, str | None]:
 
 
 class Resolver:
-    """Resolves the table references of one ``lance_ops.sql`` call."""
+    """Resolves the table references of one ``lance_ops.sql`` call to handles
+    of ``table_class`` (``LanceTable``: the public API the statements run on,
+    given by the caller -- the front end sits above it)."""
 
-    def __init__(self, spark, bindings: dict | None = None):
+    def __init__(self, spark, table_class, bindings: dict | None = None):
         self.spark = spark
+        self.table_class = table_class
         self.bindings = {}
         for name, target in (bindings or {}).items():
             self.bindings[name.lower()] = target
@@ -208,9 +156,7 @@ class Resolver:
         return LanceRef(uri, name=table.name, storage_options=options or None)
 
     def _bound(self, name: str, target) -> LanceRef:
-        from ..table import LanceTable
-
-        if isinstance(target, LanceTable):
+        if isinstance(target, self.table_class):
             ref = LanceRef(target.uri, name=name, storage_options=target.table.store.storage_options or None)
             if target.table.pinned:
                 ref.version = target.version
@@ -245,12 +191,10 @@ class Resolver:
     def handle(self, ref: LanceRef):
         """A LanceTable at the reference's version (TableNotFoundError if the
         location holds no table or the version / tag does not exist)."""
-        from ..table import LanceTable
-
         version: int | str | None = ref.version if ref.version is not None else ref.tag
         if ref.timestamp is not None:
             version = self.version_at(ref, ref.timestamp)
-        return LanceTable(self.spark, ref.uri, version=version, storage_options=ref.storage_options)
+        return self.table_class(self.spark, ref.uri, version=version, storage_options=ref.storage_options)
 
     def version_at(self, ref: LanceRef, when: exp.Expr) -> int:
         """The latest version of ``ref`` committed at or before ``when`` (a
@@ -275,4 +219,4 @@ class Resolver:
         return int(row[0])
 
 
-__all__ = ["LanceRef", "Resolver", "register_name", "unregister_name", "registered_uri", "refresh_registered"]
+__all__ = ["LanceRef", "Resolver", "normalize_uri"]

@@ -5,10 +5,18 @@ from __future__ import annotations
 from pyspark.sql import types as T
 
 # Delta's result shapes the API returns too
-from ..ops.shapes import AFFECTED, DETAIL, INSERTED, MERGED, OPTIMIZED, RESTORED, VACUUMED  # noqa: F401
+from ..ops.shapes import (  # noqa: F401
+    AFFECTED,
+    DETAIL,
+    FRAGMENTS,
+    INSERTED,
+    MERGED,
+    OPTIMIZED,
+    RESTORED,
+    VACUUMED,
+)
 
-L, S, D, B = T.LongType(), T.StringType(), T.DoubleType(), T.BooleanType()
-TS = T.TimestampType()
+L, S = T.LongType(), T.StringType()
 
 
 def _schema(*fields) -> T.StructType:
@@ -21,12 +29,6 @@ DESCRIBED = _schema(("col_name", S), ("data_type", S), ("comment", S))
 PROPERTIES = _schema(("key", S), ("value", S))
 #: SHOW TAGS
 TAGS = _schema(("tag", S), ("version", L), ("createdAt", S), ("updatedAt", S))
-#: DESCRIBE FRAGMENTS (lance_ops' own: one row per fragment)
-FRAGMENTS = _schema(
-    ("fragment_id", L), ("physical_rows", L), ("deleted_rows", L), ("live_rows", L), ("deleted_ratio", D),
-    ("num_data_files", L), ("size_in_bytes", L), ("data_file_versions", S), ("tombstoned_fields", L),
-    ("has_deletion_file", B),
-)
 #: Statements with nothing to report (ALTER TABLE, tags, CREATE TABLE ... LOCATION)
 EMPTY = T.StructType([])
 

@@ -24,8 +24,9 @@ the handler's business:
   configured: reads work, commits are refused (concurrent writers could
   overwrite each other's versions).
 
-A handler is chosen per table by :func:`handler_for` from the URI scheme and
-the storage options; it is created lazily from the :class:`ObjectStore` and
+A handler is chosen per table by :func:`lance_ops.storage.resolve.handler_for`
+from the URI scheme and the storage options; it is created lazily from the
+:class:`ObjectStore` (:func:`lance_ops.storage.resolve.commit_handler`) and
 never pickled (executors do not commit).
 """
 from __future__ import annotations
@@ -334,20 +335,3 @@ def _retrying(call, what: str, rel: str):
                 raise
             log.info("checking conditional writes: could not %s %s (%s); retrying", what, rel, e)
             time.sleep(0.1 * 2 ** i)
-
-
-def handler_for(store: ObjectStore) -> CommitHandler:
-    """The commit handler for ``store``'s scheme and storage options: an
-    external manifest store when ``commit_store`` is set, else the store's
-    own put-if-not-exists."""
-    if store.commit_store:
-        from .external import ExternalStoreHandler, open_manifest_store
-
-        return ExternalStoreHandler(store, open_manifest_store(store.commit_store, store.storage_options))
-    if store.is_local:
-        return LocalCommitHandler(store)
-    if store.scheme == "memory":
-        return MemoryCommitHandler(store)
-    if store.is_s3:
-        return ConditionalPutHandler(store)
-    return UnsafeStoreHandler(store)

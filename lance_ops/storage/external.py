@@ -21,7 +21,7 @@ with a clear error, when it cannot). A writer killed after step 1 leaves an
 ignored file (vacuum removes it); after step 2, 3 or 4 the next reader
 finishes its commit; nothing committed is lost.
 
-Stores (:func:`open_manifest_store`, from the ``commit_store`` storage
+Stores (:func:`lance_ops.storage.resolve.open_manifest_store`, from the ``commit_store`` storage
 option): ``sqlite:///path/commits.db`` (:mod:`.sqlite_store`),
 ``postgresql://user@host:port/db`` (:mod:`.postgres_store`),
 ``dynamodb://<table>`` (:mod:`.dynamodb_store`; pylance's table layout, so
@@ -33,15 +33,14 @@ too, under ``{base_uri}#{path}``, so tags work on any object store.
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from ..errors import CorruptTableError, InvalidArgumentError
+from ..errors import CorruptTableError
 from ..format.naming import ManifestNaming, parse_manifest_name
 from .commit import CommitHandler, ManifestLocation, _listed_versions, latest_listed
-from .objectstore import ObjectStore, redact_uri
+from .objectstore import ObjectStore
 
 log = logging.getLogger("lance_ops")
 
@@ -105,49 +104,6 @@ class ManifestStore(ABC):
     @abstractmethod
     def describe(self) -> str:
         """The store, fit for logs and errors (no credentials)."""
-
-
-_STORES: dict[tuple, ManifestStore] = {}
-_STORES_LOCK = threading.Lock()
-
-#: Storage option keys a store's connection depends on.
-_CONNECTION_KEYS = ("dynamodb_endpoint", "aws_region", "region", "aws_access_key_id", "access_key_id",
-                    "aws_secret_access_key", "secret_access_key", "aws_session_token", "session_token",
-                    "aws_endpoint", "endpoint")
-
-
-def open_manifest_store(uri: str, options: dict | None = None) -> ManifestStore:
-    """The store named by ``uri`` (the ``commit_store`` storage option); one
-    connection per store and process, reused by every table."""
-    import os
-
-    opts = dict(options or {})
-    key = (os.getpid(), uri, tuple((k, opts.get(k)) for k in _CONNECTION_KEYS))
-    with _STORES_LOCK:
-        found = _STORES.get(key)
-        if found is None:
-            found = _STORES[key] = _open(uri, opts)
-        return found
-
-
-def _open(uri: str, options: dict) -> ManifestStore:
-    scheme = uri.split(":", 1)[0].lower()
-    if scheme == "sqlite":
-        from .sqlite_store import SQLiteManifestStore
-
-        return SQLiteManifestStore.from_uri(uri)
-    if scheme in ("postgresql", "postgres"):
-        from .postgres_store import PostgresManifestStore
-
-        return PostgresManifestStore(uri)
-    if scheme == "dynamodb":
-        from .dynamodb_store import DynamoDBManifestStore
-
-        return DynamoDBManifestStore.from_uri(uri, options)
-    raise InvalidArgumentError(
-        f"unknown commit store {redact_uri(uri)!r}: use sqlite:///path/commits.db, "
-        "postgresql://user@host:5432/db or dynamodb://<table>"
-    )
 
 
 def _naming_of(name: str) -> ManifestNaming:

@@ -10,7 +10,7 @@ filesystems) the store *stages* data files through a local temporary file
 
 How versions are committed (an atomic put-if-not-exists of the next
 manifest) is not the store's business but its commit handler's
-(:attr:`ObjectStore.commit_handler`, :mod:`.commit`).
+(:func:`lance_ops.storage.resolve.commit_handler`, :mod:`.commit`).
 
 ``storage_options`` go to both fsspec and the codec: keys prefixed ``fsspec.``
 go only to fsspec (prefix stripped), keys prefixed ``lance.`` only to the codec;
@@ -35,7 +35,6 @@ import re
 import tempfile
 import uuid
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, Iterator
 from urllib.parse import parse_qsl, unquote, urlparse
 
@@ -245,6 +244,9 @@ class ObjectStore:
         #: last read or wrote here (version -> (location, manifest file)), so a
         #: handle does not fetch again what it just committed or opened.
         self.manifest_cache: dict = {}
+        #: The commit handler, once :func:`lance_ops.storage.resolve.commit_handler`
+        #: has chosen it (never pickled: executors do not commit).
+        self.resolved_handler = None
 
     def __reduce__(self):
         # Credentials a Spark session published travel as their handle
@@ -272,14 +274,6 @@ class ObjectStore:
         """The root inside its bucket (S3), without slashes at either end;
         pylance's ``base_uri`` of the table in an external store."""
         return self._fs_root.split("/", 1)[1] if "/" in self._fs_root else ""
-
-    @cached_property
-    def commit_handler(self):
-        """How versions of the table at this root are found and committed
-        (:func:`lance_ops.storage.commit.handler_for`)."""
-        from .commit import handler_for
-
-        return handler_for(self)
 
     # ------------------------------------------------------------------ paths
     def path(self, rel: str = "") -> str:

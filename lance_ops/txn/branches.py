@@ -55,6 +55,7 @@ from ..format.naming import (
 )
 from ..format.proto import table_pb2, transaction_pb2
 from ..storage.objectstore import ObjectStore
+from ..storage.resolve import commit_handler
 from ..version import __version__
 from .build import PER_VERSION_FIELDS, inline_external_sequences
 from .log import Snapshot
@@ -178,7 +179,7 @@ def create_branch(source: Snapshot, name: str) -> dict:
     txn_bytes = txn.to_bytes()
     target.write_bytes(f"{TRANSACTIONS_DIR}/{txn.file_name}", txn_bytes)
     data = encode_manifest_file(manifest, txn_bytes, indices, source.file.dictionaries)
-    handler = target.commit_handler
+    handler = commit_handler(target)
     if handler.commit(source.version, source.naming, data) is None:
         raise TableExistsError(
             f"{target.root} already holds version {source.version} (a leftover of a deleted branch "
@@ -193,7 +194,7 @@ def create_branch(source: Snapshot, name: str) -> dict:
         "manifestSize": len(data),
         "metadata": {},
     }
-    if not root.commit_handler.put_if_not_exists(branch_file(name), json.dumps(doc, indent=2).encode()):
+    if not commit_handler(root).put_if_not_exists(branch_file(name), json.dumps(doc, indent=2).encode()):
         _remove_branch_files(target)
         raise TableExistsError(f"branch {name!r} already exists in {root.root}")
     return doc

@@ -25,6 +25,7 @@ from ..format.manifest import encode_manifest_file
 from ..format.naming import TRANSACTIONS_DIR
 from ..format.proto import transaction_pb2
 from ..storage.objectstore import ObjectStore
+from ..storage.resolve import commit_handler
 from .branches import branch_manifest
 from .log import Snapshot, latest_or_none
 from .operations import Clone, Transaction
@@ -51,7 +52,7 @@ def shallow_clone(source: Snapshot, target: ObjectStore, properties: dict | None
     txn_bytes = txn.to_bytes()
     target.write_bytes(f"{TRANSACTIONS_DIR}/{txn.file_name}", txn_bytes)
     data = encode_manifest_file(manifest, txn_bytes, indices, source.file.dictionaries)
-    if target.commit_handler.commit(source.version, source.naming, data) is None:
+    if commit_handler(target).commit(source.version, source.naming, data) is None:
         raise TableExistsError(f"a Lance table was created at {target.root} while cloning into it")
     return source.version
 

@@ -23,6 +23,7 @@ from ..format.proto import table_pb2
 from ..format.schema import Schema
 from ..storage.commit import ManifestLocation
 from ..storage.objectstore import ObjectStore
+from ..storage.resolve import commit_handler
 from .bases import attach_bases
 from .operations import Transaction
 
@@ -35,7 +36,7 @@ class TableLog:
 
     def __init__(self, store: ObjectStore):
         self.store = store
-        self.handler = store.commit_handler
+        self.handler = commit_handler(store)
 
     # ---------------------------------------------------------------- listing
     def versions(self) -> list[ManifestLocation]:
@@ -269,25 +270,6 @@ def open_snapshot(store: ObjectStore, version: int | None = None) -> Snapshot:
     attach_bases(store, mf.manifest)
     remember(store, loc, mf)
     return Snapshot(store, loc.version, mf, loc.naming)
-
-
-def open_version(store: ObjectStore, version: int | str | None = None) -> Snapshot:
-    """Snapshot for a version number, a tag name (of ``store``'s branch) or
-    None (latest)."""
-    from .refs import resolve_version
-
-    return open_snapshot(store, resolve_version(store, version))
-
-
-def open_ref(store: ObjectStore, branch: str | None = None, version: int | str | None = None) -> Snapshot:
-    """Snapshot of ``version`` (number, tag or None) of ``branch`` (None:
-    ``store``'s own branch) of the table ``store`` belongs to; a tag names its
-    own branch. The snapshot's store is the branch's."""
-    from .refs import branch_store, locate, resolve_ref
-
-    root, here = locate(store)
-    branch, number = resolve_ref(root, branch if branch is not None else here, version)
-    return open_snapshot(store if branch == here else branch_store(root, branch), number)
 
 
 def latest_or_none(store: ObjectStore) -> Snapshot | None:

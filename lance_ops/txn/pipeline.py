@@ -57,47 +57,59 @@ RESERVED_PROPERTY_PREFIXES = ("lance_ops.", "__lance")
 
 
 @dataclass
-class StagedCommit:
-    """A prepared change: its files are written, nothing is visible.
+class CommitFlow:
+    """How the pipeline treats a staged change beyond committing it -- all
+    decided when the change was prepared; nothing here runs a Spark job.
 
     ``before`` are operations committed first, in order, each on the version
     the previous one made (a merge with schema evolution adds the new
-    columns); ``finish`` may then adjust ``operation`` from their results.
-    ``rerun_after`` says whether a committed change left work behind (a
-    partial compaction) and the pipeline should prepare again on the new
-    version.
-    """
+    columns); ``finish(results)`` may then adjust the operation or metrics
+    from their results. ``rerun_after(result)`` says whether a committed
+    change left work behind (a partial compaction) and the pipeline should
+    prepare again on the new version; ``metrics_after(result)`` recomputes
+    the metrics from the committed transaction (after a rebase narrowed it).
+    ``reusable``: the change does not depend on the version it read (an
+    overwrite): on a retryable conflict it is committed again on the latest
+    version as it is (unless the conflict says it must be prepared again:
+    ``CommitConflictError.prepare_again``). ``empty``: nothing to commit (an
+    update or delete that matched no row): the CommitInfo (version None)
+    carries the metrics."""
 
-    operation: Operation
-    metrics: dict = field(default_factory=dict)
-    parameters: dict = field(default_factory=dict)
     before: list[Operation] = field(default_factory=list)
     finish: Callable[[list[CommitResult]], None] | None = None
     rerun_after: Callable[[CommitResult], bool] | None = None
-    #: Recompute the metrics from the committed transaction (after a rebase
-    #: narrowed it); None keeps ``metrics``.
     metrics_after: Callable[[CommitResult], dict] | None = None
-    #: Files (relative to the root) written for this change that its
-    #: transaction does not reference (e.g. index files); removed if it fails.
-    extra_files: list[str] = field(default_factory=list)
-    #: The change does not depend on the version it read (an overwrite): on a
-    #: retryable conflict it is committed again on the latest version as it
-    #: is, without preparing it again (unless the conflict says the change
-    #: must be prepared again: ``CommitConflictError.prepare_again``).
     reusable: bool = False
-    #: Pre-commit checks of this change (run with the write's own, after every
-    #: rebase): e.g. "the constraints I enforced are still the table's".
-    checks: list = field(default_factory=list)
-    #: A Rewrite whose new fragments take their ids in its own commit -- one
-    #: version per compaction, where pylance commits a ReserveFragments first:
-    #: ``assign_ids(operation, snapshot)`` numbers them from the snapshot's
-    #: ``max_fragment_id`` (and rewrites what depends on the ids, e.g.
-    #: remapped index files). Called before the first attempt, and again when
-    #: a rebase finds the ids taken by a concurrent commit.
-    assign_ids: Callable[[Operation, Snapshot], None] | None = None
-    #: The change is empty (an update or delete that matched no row): nothing
-    #: is committed and the CommitInfo (version None) carries ``metrics``.
     empty: bool = False
+
+
+class StagedCommit:
+    """A prepared change: its files are written, nothing is visible.
+
+    Six fields: ``operation``; its ``metrics`` and ``parameters`` (history);
+    ``extra_files`` written for it that the operation does not reference
+    (e.g. index files: removed if it fails); pre-commit ``checks`` of this
+    change (run with the write's own, after every rebase: e.g. "the
+    constraints I enforced are still the table's"); and its ``flow``
+    (:class:`CommitFlow`). The flow's settings are also accepted as keyword
+    arguments (``StagedCommit(op, metrics, params, reusable=True)``)."""
+
+    __slots__ = ("operation", "metrics", "parameters", "extra_files", "checks", "flow")
+
+    def __init__(self, operation: Operation, metrics: dict | None = None, parameters: dict | None = None, *,
+                 extra_files: list[str] | None = None, checks: list | None = None, flow: CommitFlow | None = None,
+                 **flow_settings):
+        self.operation = operation
+        self.metrics = {} if metrics is None else metrics
+        self.parameters = {} if parameters is None else parameters
+        self.extra_files = [] if extra_files is None else extra_files
+        self.checks = [] if checks is None else checks
+        self.flow = flow if flow is not None else CommitFlow(**flow_settings)
+        if flow is not None and flow_settings:
+            raise TypeError("give the flow or its settings, not both")
+
+    def __repr__(self) -> str:
+        return f"StagedCommit({self.operation.name}, metrics={self.metrics}, flow={self.flow})"
 
 
 @dataclass
@@ -197,11 +209,11 @@ def execute(
     while True:
         if snap is not None:
             check_writable(snap.manifest, f"at {store.root}")
-        if staged is None or not staged.reusable:
+        if staged is None or not staged.flow.reusable:
             staged = prepare(snap)
             if staged is None:
                 break
-            if staged.empty:
+            if staged.flow.empty:
                 _accumulate(totals, staged.metrics)
                 empty_op = staged.operation.name
                 break
@@ -213,8 +225,8 @@ def execute(
         except CommitConflictError as e:
             gave_up = not e.retryable or reruns >= options.retries or time.monotonic() - began > options.timeout
             if e.prepare_again:
-                staged.reusable = False
-            if not staged.reusable or gave_up:
+                staged.flow.reusable = False
+            if not staged.flow.reusable or gave_up:
                 _remove(store, owned)
             if gave_up:
                 if committed:  # an earlier round committed (partial compaction): report it
@@ -230,7 +242,7 @@ def execute(
             reruns += 1
             delay = min(5.0, 0.05 * (2 ** min(reruns, 6))) * (0.5 + random.random())
             log.info("retryable conflict (%s); %s on the latest version in %.2fs", e,
-                     "committing again" if staged.reusable else "re-running", delay)
+                     "committing again" if staged.flow.reusable else "re-running", delay)
             time.sleep(delay)
             snap = open_snapshot(store)
             continue
@@ -249,9 +261,9 @@ def execute(
         _remove(store, owned - operation_files(final.transaction.operation))  # superseded or dropped
         committed.extend(results)
         rebases += concurrent
-        metrics = staged.metrics_after(final) if staged.metrics_after else staged.metrics
+        metrics = staged.flow.metrics_after(final) if staged.flow.metrics_after else staged.metrics
         _accumulate(totals, metrics)
-        if staged.rerun_after is not None and staged.rerun_after(final):
+        if staged.flow.rerun_after is not None and staged.flow.rerun_after(final):
             reruns += 1
             snap, staged = final.snapshot, None
             continue
@@ -277,19 +289,15 @@ def _commit_staged(store, staged: StagedCommit, read_version: int, user: dict, o
     commits, which the main transaction may have read past, not counted)."""
     results: list[CommitResult] = []
     base = read_version
-    for op in staged.before:
+    for op in staged.flow.before:
         txn = Transaction(base, op, properties=properties(staged.parameters, None, user, None))
         results.append(commit(store, txn, new_table=options.new_table, state=state))
         base = results[-1].version
-    if staged.finish is not None:
-        staged.finish(results)
-        owned.update(staged.extra_files)  # (finish may have written more: remapped indices)
+    if staged.flow.finish is not None:
+        staged.flow.finish(results)
     # The main transaction reads the version it was prepared from, unless a
     # preceding commit of ours changed what it builds on (schema evolution).
-    main_read = read_version if not staged.before or isinstance(staged.operation, Rewrite) else base
-    if staged.assign_ids is not None:
-        staged.assign_ids(staged.operation, open_snapshot(store, main_read))
-        owned.update(staged.extra_files)
+    main_read = read_version if not staged.flow.before or isinstance(staged.operation, Rewrite) else base
     txn = Transaction(
         main_read, staged.operation,
         properties={**properties(staged.parameters, staged.metrics, user, options.operation),
@@ -297,9 +305,8 @@ def _commit_staged(store, staged: StagedCommit, read_version: int, user: dict, o
     )
 
     def on_rebase(t: Transaction, latest: Snapshot) -> None:
-        if staged.assign_ids is not None and _ids_taken(t.operation, latest):
-            staged.assign_ids(t.operation, latest)  # (a concurrent commit used our fragment ids)
-            owned.update(staged.extra_files)
+        if _ids_taken(t.operation, latest):
+            renumber(t.operation, latest)  # (a concurrent commit used our fragment ids)
         # a rebase may write files (merged deletion vectors) and adopt other
         # writers' (never ours to remove)
         owned.update(operation_files(t.operation) - snapshot_files(latest))
@@ -309,7 +316,7 @@ def _commit_staged(store, staged: StagedCommit, read_version: int, user: dict, o
                state=state)
     )
     if main_read == read_version:
-        return results, results[-1].concurrent - len(staged.before)
+        return results, results[-1].concurrent - len(staged.flow.before)
     return results, sum(r.concurrent for r in results)
 
 
@@ -324,6 +331,33 @@ def max_fragment_id(snap: Snapshot) -> int:
     if m.HasField("max_fragment_id"):
         return int(m.max_fragment_id)
     return max((int(f.id) for f in snap.fragments), default=-1)
+
+
+def number_new_fragments(rewrite: Rewrite, base: Snapshot) -> None:
+    """Number a Rewrite's new fragments after the high-water mark of
+    ``base`` -- one version per compaction: the ids are taken in the Rewrite's
+    own commit, where pylance commits a ReserveFragments first. The caller
+    writes what depends on them (remapped index files) while preparing."""
+    next_id = max_fragment_id(base) + 1
+    for f in (f for g in rewrite.groups for f in g.new_fragments):
+        f.id = next_id
+        next_id += 1
+
+
+def renumber(rewrite: Rewrite, latest: Snapshot) -> None:
+    """A rebase found the Rewrite's fragment ids taken by a concurrent
+    commit: number them again after ``latest``'s high-water mark -- metadata
+    only. Index files written for the old ids (remapped row addresses, zone
+    maps) cannot follow without another Spark job, which never runs inside
+    the commit phase: such a change is prepared again instead."""
+    if rewrite.rewritten_indices:
+        raise CommitConflictError(
+            "a concurrent commit took the fragment ids this compaction's rewritten index files hold; "
+            "it is prepared again on the latest version",
+            retryable=True,
+            prepare_again=True,
+        )
+    number_new_fragments(rewrite, latest)
 
 
 def _ids_taken(op: Operation, latest: Snapshot) -> bool:

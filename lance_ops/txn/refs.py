@@ -19,6 +19,7 @@ import re
 from ..errors import CorruptTableError, InvalidArgumentError, TableExistsError, TableNotFoundError
 from ..format.naming import BRANCHES_DIR, TAGS_DIR, TREE_DIR
 from ..storage.objectstore import ObjectStore
+from ..storage.resolve import commit_handler
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 #: pylance's name of the default branch.
@@ -101,7 +102,7 @@ def write_tag(store: ObjectStore, name: str, version: int, manifest_size: int, *
     data = json.dumps(doc, indent=2).encode()
     if update:
         root.write_bytes(_path(name), data)
-    elif not root.commit_handler.put_if_not_exists(_path(name), data):
+    elif not commit_handler(root).put_if_not_exists(_path(name), data):
         raise TableExistsError(f"tag {name!r} already exists in {root.root}")
     return doc
 
@@ -111,19 +112,7 @@ def delete_tag(store: ObjectStore, name: str) -> None:
     root = locate(store)[0]
     if not root.exists(_path(name)):
         raise TableNotFoundError(f"tag {name!r} does not exist in {root.root}")
-    root.commit_handler.delete_file(_path(name))
-
-
-def create_tag(store: ObjectStore, name: str, version: int | str) -> dict:
-    """Tag ``version`` (a number, or another tag's name) of the branch
-    ``store`` is rooted at as ``name``. The version must exist (its manifest
-    size goes into the tag file, which pylance requires)."""
-    from .log import TableLog
-
-    validate_tag_name(name)
-    v = resolve_version(store, version)
-    manifest = TableLog(store).read_manifest(v)
-    return write_tag(store, name, v, manifest.size, branch=locate(store)[1])
+    commit_handler(root).delete_file(_path(name))
 
 
 def tag_versions(store: ObjectStore) -> dict[str, int]:

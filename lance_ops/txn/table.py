@@ -35,7 +35,6 @@ from .pipeline import DEFAULT_CONFLICT_RETRIES, StagedCommit, WriteOptions, exec
 from .refs import (
     branch_file,
     branch_store,
-    create_tag,
     delete_tag,
     list_branches,
     list_tags,
@@ -44,6 +43,7 @@ from .refs import (
     resolve_version,
     tag_versions,
 )
+from .versions import create_tag
 
 
 class Table:

@@ -101,6 +101,7 @@ from ..format.naming import (
     index_dir,
 )
 from ..storage.objectstore import FileInfo, ObjectStore
+from ..storage.resolve import commit_handler
 from .log import TableLog, forget
 from .refs import branch_root, dataset_root, list_branches, list_tags
 
@@ -376,7 +377,7 @@ def vacuum(store: ObjectStore, version: int | None, retention_hours: float | Non
     plan = plan_vacuum(store, version, retention_hours)
     if dry_run:
         return plan.paths
-    handler = store.commit_handler
+    handler = commit_handler(store)
     for v in plan.removed_versions:
         forget(store, v)
     with ThreadPoolExecutor(IO_THREADS) as pool:

@@ -182,7 +182,7 @@ def test_feature_backfill_dag_in_process(airflow_home, spark, tmp_path):
     assert lance.dataset(path).version == version
 
 
-def test_feature_backfill_dag_through_spark_submit(airflow_home, spark, tmp_path):
+def test_feature_backfill_dag_through_spark_submit(airflow_home, spark, tmp_path, processes):
     """Through spark-submit, with the table's commits going through a SQLite
     commit store: the operators pass the storage options on (a commit made
     without them would leave the store without its version)."""

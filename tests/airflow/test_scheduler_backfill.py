@@ -33,8 +33,6 @@ import pytest
 from tests.airflow.conftest import DAGS
 from tests.servers import ConnectServer, free_port, stop_pid
 
-pytestmark = pytest.mark.multiprocess
-
 AIRFLOW = os.path.join(os.path.dirname(sys.executable), "airflow")
 UTC = datetime.timezone.utc
 
@@ -159,7 +157,25 @@ class Airflow:
                              f"backfills: {backfills}\n{self.log('scheduler')}")
 
 
-def test_airflow_backfill_create_fills_each_interval(tmp_path):
+@pytest.fixture
+def airflow_servers(tmp_path, processes):
+    """(a Spark Connect server, not started yet; ``airflow(home, env)`` making
+    Airflow installations): the API servers and schedulers started from them
+    and the Connect server are stopped by PID when the test ends."""
+    made: list[Airflow] = []
+
+    def airflow(home, env: dict) -> Airflow:
+        made.append(Airflow(home, env))
+        return made[-1]
+
+    connect = ConnectServer(str(tmp_path / "connect"))
+    yield connect, airflow
+    for af in made:
+        af.stop()
+    connect.stop()
+
+
+def test_airflow_backfill_create_fills_each_interval(tmp_path, airflow_servers):
     started = time.monotonic()
     path = str(tmp_path / "events.lance")
     _table(path)
@@ -170,7 +186,7 @@ def test_airflow_backfill_create_fills_each_interval(tmp_path):
         "features": [{"name": "g", "table": path, "column": "g", "sql": "f0 * 2", "time_column": "ts",
                       "poke_interval": 1, "sensor_timeout": 5}],
     }))
-    connect = ConnectServer(str(tmp_path / "connect"))
+    connect, airflow = airflow_servers
     failures: list[BaseException] = []
 
     def start_connect():
@@ -181,7 +197,7 @@ def test_airflow_backfill_create_fills_each_interval(tmp_path):
 
     starting = threading.Thread(target=start_connect)  # (~20 s: while Airflow's DB is set up)
     starting.start()
-    af = Airflow(tmp_path / "airflow_home", {"LANCE_OPS_FEATURES_CONFIG": str(config)})
+    af = airflow(tmp_path / "airflow_home", {"LANCE_OPS_FEATURES_CONFIG": str(config)})
     try:
         af.cli("db", "migrate")
         af.cli("dags", "reserialize")
@@ -236,7 +252,5 @@ def test_airflow_backfill_create_fills_each_interval(tmp_path):
         assert sorted(ds.to_table().to_pylist(), key=lambda r: r["id"]) == expected
         assert ds.get_transactions(1)[0].operation.__class__.__name__ == "Rewrite"
     finally:
-        af.stop()
-        starting.join()
-        connect.stop()
+        starting.join()  # (the fixture stops Airflow and the Connect server)
     print(f"airflow backfill create test: {time.monotonic() - started:.1f} s")

@@ -25,8 +25,6 @@ import sysconfig
 import lance
 import pytest
 
-pytestmark = pytest.mark.spark
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -65,7 +63,7 @@ def bare_server(tmp_path_factory):
         cluster.stop()
 
 
-def test_lance_ops_shipped_with_add_artifacts(bare_server, tmp_path):
+def test_lance_ops_shipped_with_add_artifacts(bare_server, tmp_path, processes):
     server, cluster = bare_server
     run_shipped(server, tmp_path)
     # The work ran on the cluster's executors (one core on each worker).

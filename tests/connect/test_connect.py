@@ -18,8 +18,6 @@ import pytest
 
 from tests.connect import scenario
 
-pytestmark = pytest.mark.spark
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -104,7 +102,7 @@ def classic_run(spark, tmp_path_factory):
     return base, scenario.run(spark, base)
 
 
-def test_every_operation_through_connect_matches_classic(connect_server, classic_run, tmp_path):
+def test_every_operation_through_connect_matches_classic(connect_server, classic_run, tmp_path, processes):
     classic_base, classic = classic_run
     remote_base = str(tmp_path / "connect")
     remote = run_client(sys.executable, connect_server.url, remote_base)
@@ -125,7 +123,7 @@ def classic_pyspark_version() -> str:
     return pyspark.__version__
 
 
-def test_jobs_cli_through_connect(connect_server, spark, tmp_path):
+def test_jobs_cli_through_connect(connect_server, spark, tmp_path, processes):
     """``python -m jobs compact/vacuum`` with --remote and with SPARK_REMOTE:
     the job process talks to the server only (results checked with pylance)."""
     from lance_ops import LanceTable
@@ -160,7 +158,7 @@ def _path_without_java() -> str:
     return os.pathsep.join(dirs)
 
 
-def test_thin_client_without_pyspark_or_java(connect_server, classic_run, tmp_path):
+def test_thin_client_without_pyspark_or_java(connect_server, classic_run, tmp_path, processes):
     """The same operations from the thin-client environment (``make
     thin-client``: pyspark-client 4.2.0 + lance_ops, no pyspark package) with
     no Java on PATH, against the 4.3.0 server; results equal the classic run's

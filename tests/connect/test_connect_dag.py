@@ -10,19 +10,16 @@ import subprocess
 import sys
 
 import lance
-import pytest
 
 from lance_ops import LanceTable
 from tests.airflow.conftest import DAGS
 from tests.connect.test_connect import _path_without_java
 
-pytestmark = pytest.mark.spark
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def test_maintenance_dag_through_spark_remote(connect_server, spark, tmp_path):
+def test_maintenance_dag_through_spark_remote(connect_server, spark, tmp_path, processes):
     small = str(tmp_path / "small.lance")
     t = LanceTable.create(spark, small, spark.range(0, 10, 1, 1).selectExpr("id", "id * 2 AS x"))
     for i in range(1, 5):

@@ -12,19 +12,16 @@ import subprocess
 import sys
 
 import lance
-import pytest
 
 from tests.objectstores.conftest import moto  # noqa: F401 (the session's S3 server)
 from tests.objectstores.test_spark_s3 import _leaks
 from tests.servers import SECRET_KEY
 
-pytestmark = pytest.mark.spark
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def test_secrets_through_connect_travel_as_a_handle(connect_server, moto, tmp_path):  # noqa: F811
+def test_secrets_through_connect_travel_as_a_handle(connect_server, moto, tmp_path, processes):  # noqa: F811
     uri = f"s3://lance-ops/connect-secret-{tmp_path.name}.lance"
     opts = moto.options(commit_store=f"sqlite:///{tmp_path}/c.db")
     log = tmp_path / "client.log"

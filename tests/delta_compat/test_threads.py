@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import lance
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -36,8 +35,7 @@ spark.stop()
 """
 
 
-@pytest.mark.multiprocess
-def test_first_import_and_write_in_another_thread(tmp_path):
+def test_first_import_and_write_in_another_thread(tmp_path, processes):
     path = str(tmp_path / "t.lance")
     script = tmp_path / "thread_write.py"
     script.write_text(SCRIPT)

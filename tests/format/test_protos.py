@@ -13,7 +13,7 @@ from lance_ops.format.proto import table_pb2, transaction_pb2
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_generated_code_matches_protos(tmp_path):
+def test_generated_code_matches_protos(tmp_path, processes):
     subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen_protos.py"), str(tmp_path)], check=True)
     committed = os.path.join(ROOT, "lance_ops", "format", "proto")
     names = sorted(n for n in os.listdir(tmp_path) if n.endswith((".py", ".pyi")))

@@ -28,7 +28,7 @@ from lance_ops.format.pruning import (
     zone_may_match,
 )
 from lance_ops.format.zonearrays import ZoneArrays, fragment_ranges, may_match
-from lance_ops.format.zones import Zone, bloomfilter_zones, zonemap_zones
+from lance_ops.format.zones import Zone, bloomfilter_zones, zone_arrays, zonemap_zones
 
 NAN, INF = float("nan"), float("inf")
 I64 = 2**63
@@ -143,7 +143,7 @@ def test_literals_python_cannot_compare_keep_zones():
     """(A literal of another type: ``zone_may_match`` meets a TypeError and
     keeps the zone; so do the columns.)"""
     zones = [Zone(0, 0, 10, 1, 5), Zone(1, 0, 10, None, None, 10)]
-    zs = ZoneArrays.from_zones(zones, pa.int64())
+    zs = zone_arrays(zones, pa.int64())
     for c in [Conjunct("x", "=", "a"), Conjunct("x", "<", D0), Conjunct("x", "in", ("a", 1) * 5)]:
         assert may_match(zs, c, False).tolist() == [zone_may_match(z, c, False) for z in zones]
 
@@ -165,7 +165,7 @@ def test_ranges_tile_as_zone_by_zone():
         zones = [Zone(3, s, s + 100, 0, 1) for s in starts]
         phys = rng.choice([0, 150, 300, 460, 1000])
         keep = np.array([rng.random() < 0.6 for _ in zones])
-        zs = ZoneArrays.from_zones(zones, pa.int64())
+        zs = zone_arrays(zones, pa.int64())
         kept = {id(z) for z, k in zip(zones, keep) if k}
         want = _merge([r for z, r in _tile(zones, phys) if id(z) in kept])
         assert fragment_ranges(zs, zs.slice_of(3), keep, phys) == want, (starts, phys, keep)

@@ -27,7 +27,7 @@ def expected_rows() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def spark_cluster(tmp_path_factory):
     c = SparkCluster(str(tmp_path_factory.mktemp("cluster")))
     try:
         c.start()
@@ -36,7 +36,8 @@ def cluster(tmp_path_factory):
         c.stop()
 
 
-def test_operations_on_a_standalone_cluster(cluster, moto, tmp_path):
+def test_operations_on_a_standalone_cluster(spark_cluster, moto, tmp_path, processes):
+    cluster = spark_cluster
     local = str(tmp_path / "local.lance")
     s3 = f"s3+ddb://lance-ops/cluster-{tmp_path.name}.lance?ddbTableName=lance_commits"
     options = moto.options()

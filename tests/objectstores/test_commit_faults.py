@@ -242,7 +242,7 @@ def fault_run(spark, faults, postgres, tmp_path, kind: str, seed: int, writers: 
 
 @pytest.mark.parametrize("kind,with_spark", [("conditional", True), ("dynamodb", False), ("sqlite", False),
                                              ("postgres", False)])
-def test_random_faults_with_concurrent_writers(spark, faults, postgres, tmp_path, kind, with_spark):
+def test_random_faults_with_concurrent_writers(spark, faults, postgres, tmp_path, kind, with_spark, processes):
     """Three writer processes (appends, property updates) and, on the
     stores pylance also commits to, the Spark operations of this process,
     all through the faulty proxy (and, with SQLite / PostgreSQL, a manifest
@@ -253,5 +253,5 @@ def test_random_faults_with_concurrent_writers(spark, faults, postgres, tmp_path
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 @pytest.mark.parametrize("kind", ["conditional", "dynamodb", "sqlite", "postgres"])
-def test_random_faults_many_seeds(spark, faults, postgres, tmp_path, kind, seed):
+def test_random_faults_many_seeds(spark, faults, postgres, tmp_path, kind, seed, processes):
     fault_run(spark, faults, postgres, tmp_path, kind, seed=100 + seed, writers=4, commits=12)

@@ -56,7 +56,7 @@ def check_outcome(uri: str, options: dict, results: dict, created_rows: int) -> 
 
 
 @pytest.mark.parametrize("kind", ["conditional", "sqlite", "postgres", "dynamodb"])
-def test_six_writers(kind, moto, postgres, tmp_path):
+def test_six_writers(kind, moto, postgres, tmp_path, processes):
     uri, options = store_location(kind, moto, postgres, tmp_path, "conc")
     wl.create(uri, options, rows=2)
     results = run_writers(uri, options, [(w, COMMITS, []) for w in range(WRITERS)])
@@ -70,7 +70,7 @@ def test_six_writers(kind, moto, postgres, tmp_path):
         assert leftovers == []
 
 
-def test_pylance_and_lance_ops_writers_share_a_dynamodb_store(moto, postgres, tmp_path):
+def test_pylance_and_lance_ops_writers_share_a_dynamodb_store(moto, postgres, tmp_path, processes):
     uri, options = store_location("dynamodb", moto, postgres, tmp_path, "mixed")
     # pylance creates the table, both libraries then append concurrently
     lance.write_dataset(wl.batch(-1, range(2)), uri, storage_options=options)

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from lance_ops import LanceTable
 from lance_ops.errors import LanceOpsError, UnsupportedFeatureError
+from lance_ops.storage import commit_handler
 from tests.objectstores.conftest import ROOT
 from tests.servers import SECRET_KEY
 
@@ -108,7 +109,7 @@ def test_storage_options_from_spark_conf(spark, moto, tmp_path):
         t = LanceTable.create(spark, uri, spark.range(5).withColumn("x", F.col("id") * 2))
         t.delete("id = 1")
         assert [r["id"] for r in rows(uri, opts)] == [0, 2, 3, 4]
-        assert t._store.commit_handler.describe().startswith("ExternalStoreHandler(sqlite")
+        assert commit_handler(t._store).describe().startswith("ExternalStoreHandler(sqlite")
         # explicit options win over the conf
         with pytest.raises(LanceOpsError, match="ignores conditional writes"):
             LanceTable.create(spark, "s3://nocond-lance-ops/x.lance", spark.range(2),
@@ -150,7 +151,7 @@ def _leaks(text: str, secret: str) -> list[str]:
     return found
 
 
-def test_secrets_never_reach_spark_or_py4j_logs_at_debug(moto, tmp_path):
+def test_secrets_never_reach_spark_or_py4j_logs_at_debug(moto, tmp_path, processes):
     """Storage options holding a secret reach Spark's workers as a handle
     (a Spark artifact), never as reader options or pickled plaintext. A
     session of its own (a child process) logs everything at DEBUG -- py4j's

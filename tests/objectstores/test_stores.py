@@ -7,10 +7,11 @@ import lance
 import pytest
 
 from lance_ops.errors import CommitStoreError, InvalidArgumentError, TableExistsError
-from lance_ops.storage import ObjectStore
+from lance_ops.storage import ObjectStore, commit_handler
 from lance_ops.storage.commit import ConditionalPutHandler
-from lance_ops.storage.external import ExternalStoreHandler, open_manifest_store
+from lance_ops.storage.external import ExternalStoreHandler
 from lance_ops.storage.objectstore import redact_options, redact_uri, resolve_uri
+from lance_ops.storage.resolve import open_manifest_store
 from lance_ops.storage.sqlite_store import path_of
 from lance_ops.txn.table import Table
 from tests.objectstores import workload as wl
@@ -53,19 +54,19 @@ def test_sqlite_uris(tmp_path):
 
 
 def test_handlers_chosen_by_options(moto, postgres, tmp_path):
-    assert isinstance(ObjectStore("s3://lance-ops/x", moto.options()).commit_handler, ConditionalPutHandler)
+    assert isinstance(commit_handler(ObjectStore("s3://lance-ops/x", moto.options())), ConditionalPutHandler)
     for kind in ("sqlite", "postgres", "dynamodb"):
         uri, opts = store_location(kind, moto, postgres, tmp_path, "h")
-        handler = ObjectStore(uri, opts).commit_handler
+        handler = commit_handler(ObjectStore(uri, opts))
         assert isinstance(handler, ExternalStoreHandler)
     bad = moto.options(commit_store="dynamodb://no_such_table")
     with pytest.raises(CommitStoreError, match="no_such_table.*does not exist"):
-        ObjectStore("s3://lance-ops/x", bad).commit_handler  # noqa: B018
+        commit_handler(ObjectStore("s3://lance-ops/x", bad))
 
 
 def test_postgres_password_never_shown():
     with pytest.raises(CommitStoreError) as err:
-        ObjectStore("/tmp/x.lance", {"commit_store": "postgresql://u:hunter2@127.0.0.1:1/db"}).commit_handler.latest()
+        commit_handler(ObjectStore("/tmp/x.lance", {"commit_store": "postgresql://u:hunter2@127.0.0.1:1/db"})).latest()
     assert "hunter2" not in str(err.value) and "u:***@" in str(err.value)
 
 
@@ -123,7 +124,7 @@ def test_requests_per_operation(moto):
     for i in range(25):
         wl.append(t, 1, [i])
     moto.counts(reset=True)
-    assert ObjectStore(uri, opts).commit_handler.latest().version == 26
+    assert commit_handler(ObjectStore(uri, opts)).latest().version == 26
     assert moto.counts(reset=True) == {"s3.LIST": 1}
     wl.append(t, 1, [99])
     assert moto.counts(reset=True) == {"s3.PUT": 3, "s3.LIST": 2, "s3.HEAD": 1}

@@ -7,12 +7,9 @@ lists (then removes). The same run through Spark Connect, cancelled with
 import os
 
 import lance
-import pytest
 
 from tests.connect.scenario import cancel_by_tag
 from tests.connect.test_connect import check_cancelled
-
-pytestmark = pytest.mark.spark
 
 
 def test_cancel_by_tag_classic(spark, tmp_path):

@@ -112,7 +112,7 @@ def test_delete_reads_only_condition_columns(spark, pair):
         seen.append((list(columns) if columns is not None else None, list(metadata)))
         return orig(spark_, snap, columns, metadata, **kw)
 
-    import lance_ops.ops.delete as d
+    import lance_ops.ops.rowplan as d
     import lance_ops.spark.frames as fr
 
     orig_values = d.arrow_values
@@ -124,7 +124,7 @@ def test_delete_reads_only_condition_columns(spark, pair):
         return av
 
     # Every path reads only the condition's columns: the Spark scan
-    # (delete.scan_frame), the pushed-filter planning scan (frames.scan_frame)
+    # (rowplan.scan_frame), the pushed-filter planning scan (frames.scan_frame)
     # and the analyzed-plan Arrow tasks (arrow_values' columns).
     d.scan_frame = fr.scan_frame = spy
     d.arrow_values = values_spy

@@ -140,8 +140,7 @@ spark.stop()
 """
 
 
-@pytest.mark.multiprocess
-def test_two_processes_deleting_disjoint_rows_of_one_fragment(spark, path, tmp_path):
+def test_two_processes_deleting_disjoint_rows_of_one_fragment(spark, path, tmp_path, processes):
     script = tmp_path / "deleter.py"
     script.write_text(DELETER)
     # (a classic session of its own: not the Connect mode pyspark records in

@@ -18,8 +18,6 @@ import pytest
 
 from lance_ops import LanceTable
 
-pytestmark = pytest.mark.multiprocess
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -53,7 +51,7 @@ def installed(tmp_path_factory):
     return venv
 
 
-def test_installed_command_runs_from_another_directory_and_through_spark_submit(installed, spark, tmp_path):
+def test_installed_command_runs_from_another_directory_and_through_spark_submit(installed, spark, tmp_path, processes):
     p = str(tmp_path / "t.lance")
     t = LanceTable.create(spark, p, spark.range(0, 40, 1, 4).selectExpr("id", "id * 2 AS x"), maxRowsPerFragment=10)
     t.delete("id < 5")

@@ -9,8 +9,6 @@ from pyspark.sql import functions as F
 from lance_ops.spark import jvm, plans
 from lance_ops.spark.frames import as_column
 
-pytestmark = pytest.mark.spark
-
 EXPRS = [
     ["x > 5"], ["x + y > 5", "s"], ["y * 2"], ["id IS NULL OR s = 'a'"], ["upper(s)", "x"],
     ["CASE WHEN x > 1 THEN y ELSE 0 END"], ["1"], ["coalesce(x, 0) AS x"], ["named_struct('a', x).a"],

@@ -3,11 +3,7 @@ session: every lance_ops job carries the ``lance_ops`` tags while it runs,
 and they are removed after."""
 from __future__ import annotations
 
-import pytest
-
 from lance_ops.spark.progress import TAG, operation_tag, spark_job
-
-pytestmark = pytest.mark.spark
 
 
 def test_tags_set_during_a_step_and_removed_after(spark):

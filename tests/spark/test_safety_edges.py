@@ -58,19 +58,18 @@ def test_vacuum_removes_staging_leftovers_of_failed_writes(spark, tmp_path):
                  .repartition(2))
     staged = [f for f in _listing(p) if f.startswith("_staging/")]
     assert staged and all("/journal/" in f for f in staged), staged
-    assert not [x for x in t.refresh().vacuum(168, dryRun=True) if x.startswith("_staging")]
+    assert not [x for x in t.vacuumFiles(168, dryRun=True) if x.startswith("_staging")]
     assert [f for f in _listing(p) if f.startswith("_staging/")] == staged  # younger than the retention: kept
     old = time.time() - 200 * 3600
     for f in staged:
         os.utime(os.path.join(p, f), (old, old))
-    removed = t.vacuum(168)
+    removed = t.vacuumFiles(168)
     assert sorted(x for x in removed if x.startswith("_staging/")) == sorted(staged)
     assert not os.path.exists(os.path.join(p, "_staging", "journal"))  # empty directories go too
     assert lance.dataset(p).to_table().to_pylist() == [{"id": 1, "v": 1.0}]
 
 
-@pytest.mark.multiprocess
-def test_workers_that_cannot_import_lance_ops_fail_in_the_driver(tmp_path):
+def test_workers_that_cannot_import_lance_ops_fail_in_the_driver(tmp_path, processes):
     """Spark's default worker interpreter is ``python3`` from PATH, which here
     has no pyarrow: the error must come from the driver, before any job."""
     system_python = "/usr/bin/python3"

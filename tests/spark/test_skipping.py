@@ -250,7 +250,9 @@ def test_merge_prunes_target_by_source_key_range(spark, indexed, tmp_path):
     info = committed(t, t.merge(spark.createDataFrame(src_sc), "t.id = s.id").whenMatchedUpdateAll().execute())
     lance.dataset(ref).merge_insert("id").when_matched_update_all().execute(src_sc)
     assert _table_rows(ours) == _table_rows(ref)
-    assert (info.metrics["numFragmentsScanned"], info.metrics["numFragmentsSkipped"]) == (2 + len(uncovered), 1)
+    # the fragment the second merge wrote (ids N+100..N+109) it read whole: its key bounds, remembered by
+    # this process (format/fragbounds.py), rule it out too
+    assert (info.metrics["numFragmentsScanned"], info.metrics["numFragmentsSkipped"]) == (1 + len(uncovered), 2)
 
     # NOT MATCHED BY SOURCE sees every target row: no pruning
     src3 = _upserts(list(range(0, 24_000, 5)))

@@ -14,8 +14,6 @@ import pytest
 
 from lance_ops import LanceTable, Table
 
-pytestmark = pytest.mark.spark
-
 
 def json_files(d, batches):
     os.makedirs(d, exist_ok=True)

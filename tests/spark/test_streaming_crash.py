@@ -43,7 +43,7 @@ def kill_at(src, uri, ck, marker, point, batch):
     os.remove(marker)
 
 
-def test_killed_driver_restarts_with_every_row_once(tmp_path):
+def test_killed_driver_restarts_with_every_row_once(tmp_path, processes):
     src, uri, ck = str(tmp_path / "src"), str(tmp_path / "t.lance"), str(tmp_path / "ck")
     os.makedirs(src)
     expected = []

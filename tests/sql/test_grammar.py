@@ -14,7 +14,7 @@ def kinds(text):
     return [s.node.kind if isinstance(s.node, Statement) else type(s.node).__name__ for s in parse_script(text)]
 
 
-def test_import_lance_ops_loads_neither_pyspark_nor_sqlglot():
+def test_import_lance_ops_loads_neither_pyspark_nor_sqlglot(processes):
     code = (
         "import sys, lance_ops\n"
         "assert 'pyspark' not in sys.modules and 'sqlglot' not in sys.modules, sorted(sys.modules)\n"

@@ -68,7 +68,7 @@ def test_magic_runs_a_script_and_shows_the_last_result(spark, tmp_path):
     assert magic("", "ALTER TABLE lance.`{t}` SET TBLPROPERTIES ('k' = 'v')") is None  # nothing to show
 
 
-def test_maintenance_notebook_runs_under_papermill(spark, tmp_path):
+def test_maintenance_notebook_runs_under_papermill(spark, tmp_path, processes):
     """sql/maintenance.ipynb as a scheduler runs it: the papermill command
     line with parameters; OPTIMIZE only when asked (here: not), a real vacuum
     and a restore; the health plot over versions rendered and saved as PNG."""

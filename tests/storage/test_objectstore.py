@@ -6,7 +6,7 @@ import pytest
 
 from lance_ops.errors import UnsupportedFeatureError
 from lance_ops.format.naming import ManifestNaming
-from lance_ops.storage import ObjectStore
+from lance_ops.storage import ObjectStore, commit_handler
 from lance_ops.storage.commit import UnsafeStoreHandler
 from lance_ops.storage.objectstore import normalize_uri, split_storage_options
 
@@ -34,7 +34,7 @@ def test_put_if_not_exists_is_exclusive(tmp_path, uri):
     wins = []
 
     def racer(i):
-        if store.commit_handler.put_if_not_exists("_versions/x.manifest", f"writer {i}".encode()):
+        if commit_handler(store).put_if_not_exists("_versions/x.manifest", f"writer {i}".encode()):
             wins.append(i)
 
     threads = [threading.Thread(target=racer, args=(i,)) for i in range(16)]
@@ -52,8 +52,8 @@ def test_commit_refused_without_atomic_create():
     store = ObjectStore.__new__(ObjectStore)
     ObjectStore.__init__(store, "memory://lance_ops-test/refuse")
     store.scheme, store.is_local = "gcs", False  # pretend: a store we cannot create atomically on
-    assert isinstance(store.commit_handler, UnsafeStoreHandler)
+    assert isinstance(commit_handler(store), UnsafeStoreHandler)
     with pytest.raises(UnsupportedFeatureError, match="put-if-not-exists"):
-        store.commit_handler.commit(1, ManifestNaming.V2, b"x")
+        commit_handler(store).commit(1, ManifestNaming.V2, b"x")
     with pytest.raises(UnsupportedFeatureError, match="put-if-not-exists"):
-        store.commit_handler.put_if_not_exists("_refs/tags/t.json", b"x")
+        commit_handler(store).put_if_not_exists("_refs/tags/t.json", b"x")

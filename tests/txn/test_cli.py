@@ -29,7 +29,7 @@ def table_report(stdout: str) -> dict:
     return doc["tables"][0]
 
 
-def test_metadata_commands_without_spark(tmp_path):
+def test_metadata_commands_without_spark(tmp_path, processes):
     p = str(tmp_path / "t.lance")
     lance.write_dataset(pa.table({"id": [1, 2, 3]}), p)
     lance.write_dataset(pa.table({"id": [4]}), p, mode="append")
@@ -59,7 +59,7 @@ def test_metadata_commands_without_spark(tmp_path):
     assert code == 0 and json.loads(out)["status"] == "noop" and json.loads(out)["sparkStarted"] is False
 
 
-def test_failures_usage_errors_and_speed(tmp_path):
+def test_failures_usage_errors_and_speed(tmp_path, processes):
     p = str(tmp_path / "t.lance")
     lance.write_dataset(pa.table({"id": [1, 2, 3]}), p)
     # usage errors: exit 2, stdout empty, the message in the CLI's words
@@ -85,7 +85,7 @@ def test_failures_usage_errors_and_speed(tmp_path):
     assert code == 1 and [t["status"] for t in doc["tables"]] == ["done", "failed"]
 
 
-def test_metadata_commands_never_import_pyspark(tmp_path):
+def test_metadata_commands_never_import_pyspark(tmp_path, processes):
     p = str(tmp_path / "t.lance")
     lance.write_dataset(pa.table({"id": [1, 2, 3]}), p)
     code = (

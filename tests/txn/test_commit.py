@@ -34,7 +34,7 @@ def append(store, read_version, rows=5, writer=0):
     return commit(store, Transaction(read_version, Append(frags)))
 
 
-def test_two_processes_appending(tmp_path):
+def test_two_processes_appending(tmp_path, processes):
     p = str(tmp_path / "t.lance")
     store = ObjectStore(p)
     create(store)

@@ -15,7 +15,7 @@ import pytest
 from lance_ops.errors import CommitConflictError, CommitOutcomeUnknownError
 from lance_ops.format.schema import Schema
 from lance_ops.format.writer import write_fragments
-from lance_ops.storage import ObjectStore
+from lance_ops.storage import ObjectStore, commit_handler
 from lance_ops.storage.commit import LocalCommitHandler
 from lance_ops.txn.commit import NewTable
 from lance_ops.txn.log import TableLog, open_snapshot
@@ -48,7 +48,7 @@ class LostAnswers:
 
     def __init__(self, monkeypatch, store, n=1, mode="exists"):
         self.left, self.mode, self.calls = n, mode, 0
-        original = type(store.commit_handler).put_if_not_exists
+        original = type(commit_handler(store)).put_if_not_exists
 
         def put(handler, rel, data):
             self.calls += 1
@@ -60,7 +60,7 @@ class LostAnswers:
                 raise ConnectionResetError("connection reset by peer (the put was applied)")
             return done
 
-        monkeypatch.setattr(type(store.commit_handler), "put_if_not_exists", put)
+        monkeypatch.setattr(type(commit_handler(store)), "put_if_not_exists", put)
 
 
 def ids(store):

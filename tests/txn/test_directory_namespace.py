@@ -143,7 +143,7 @@ def test_concurrent_registrations_all_land(root):
     assert tables(PyDirectoryNamespace(root=root), ["db"]) == [f"t{i}" for i in range(8)]
 
 
-def test_names_persist_across_processes(root):
+def test_names_persist_across_processes(root, processes):
     """A table created here is listed by another Python process (no Spark)."""
     ours = DirectoryNamespace(root=root)
     ours.create_namespace(ln.CreateNamespaceRequest(id=["db"]))

@@ -65,14 +65,15 @@ def test_the_watermark_survives_other_writers(store):  # noqa: F811
     assert ids(store) == list(range(20)) + [100, 101, 900]
 
 
-def test_a_stale_handle_learns_the_watermark_at_commit(store):  # noqa: F811
-    """The handle read before the first write landed: it prepares, and the
-    pre-commit check (run after the rebase) skips it; its files go."""
-    stale = Table(store.root)
-    fresh = Table(store.root)
-    fresh.execute(appender(fresh, 100), txnAppId="job", txnVersion=3)
+def test_a_write_learns_the_watermark_at_commit(store):  # noqa: F811
+    """Another retry of the same write lands while this one is prepared: the
+    pre-commit check (run again after the rebase) skips it; its files go."""
+    from tests.helpers import commits_during
+
+    mine, other = Table(store.root), Table(store.root)
     seen: list = []
-    info = stale.execute(appender(stale, 200, seen), txnAppId="job", txnVersion=3)
+    with commits_during(lambda: other.execute(appender(other, 100), txnAppId="job", txnVersion=3)):
+        info = mine.execute(appender(mine, 200, seen), txnAppId="job", txnVersion=3)
     assert info.version is None and info.skipped
     assert not seen[0] & files(store.root)
     assert ids(store) == list(range(20)) + [100, 101]

@@ -21,7 +21,7 @@ from lance_ops.format.deletion import read_deletion_vector, write_deletion_vecto
 from lance_ops.format.messages import copy_message
 from lance_ops.format.schema import Schema
 from lance_ops.format.writer import write_fragments
-from lance_ops.storage import ObjectStore
+from lance_ops.storage import ObjectStore, commit_handler
 from lance_ops.txn.commit import NewTable
 from lance_ops.txn.log import open_snapshot
 from lance_ops.txn.operations import Append, Delete, Merge, Overwrite, ReserveFragments
@@ -197,7 +197,7 @@ def test_unknown_commit_outcome_keeps_the_files(store, monkeypatch):
     def broken(*a, **k):
         raise OSError("connection reset")
 
-    monkeypatch.setattr(store.commit_handler, "commit", broken)
+    monkeypatch.setattr(commit_handler(store), "commit", broken)
     with pytest.raises(CommitOutcomeUnknownError) as e:
         execute(store, open_snapshot(store), lambda s: staged)
     assert isinstance(e.value.__cause__, OSError) and e.value.version == 2
@@ -234,8 +234,8 @@ def test_preceding_commits_and_finish(store):
     schema.assign_ids(2)
     seen = []
     staged = staged_append(store)
-    staged.before = [Merge(list(snap.fragments), schema), ReserveFragments(2)]
-    staged.finish = lambda results: seen.extend(r.version for r in results)
+    staged.flow.before = [Merge(list(snap.fragments), schema), ReserveFragments(2)]
+    staged.flow.finish = lambda results: seen.extend(r.version for r in results)
     info = execute(store, snap, lambda s: staged)
     assert seen == [2, 3] and info.version == 4 and info.rebases == 0
     ds = lance.dataset(store.root)
@@ -248,7 +248,7 @@ def test_prepare_returning_none_commits_nothing(store):
     assert info.version is None and info.readVersion == 1 and open_snapshot(store).version == 1
 
 
-def test_pipeline_imports_without_spark():
+def test_pipeline_imports_without_spark(processes):
     """In a fresh interpreter that cannot import pyspark at all."""
     import subprocess
 
