@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup thin-client demo test test-unit test-connect test-fast test-slow bench protos lint clean
+.PHONY: setup thin-client demo test test-unit test-connect test-fast test-slow bench protos lint docs clean
 
 setup: $(STAMP)
 
@@ -100,5 +100,10 @@ lint: setup
 	$(PY) -m ruff check lance_ops jobs sql airflow_dags tests benchmarks scripts
 	$(VENV)/bin/lint-imports
 
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: any warning
+# (a broken link or anchor, a docstring mkdocstrings cannot read) fails it.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) demo-data .pytest_cache
+	rm -rf $(VENV) demo-data .pytest_cache site
