@@ -9,8 +9,8 @@ commits. ``lance_ops.txn`` imports without pyspark.
 from __future__ import annotations
 
 import inspect
-import re
 import os
+import re
 import sys
 
 MARKER = "<!-- conflict-rules -->"
