@@ -73,11 +73,9 @@ def fenced_blocks(path: Path) -> list[tuple[int, str, str | None, str | None]]:
 def _directive(pattern: re.Pattern, text: str, start: int) -> str | None:
     """The argument of the ``pattern`` comment right before ``start``."""
     before = text[:start].rstrip()
-    m = None
-    for m in pattern.finditer(before):
-        pass
-    if m is not None and m.end() == len(before):
-        return m.group(1)
+    matches = list(pattern.finditer(before))
+    if matches and matches[-1].end() == len(before):
+        return matches[-1].group(1)
     return None
 
 
@@ -295,10 +293,8 @@ def run_page(path: Path, spark, tmp_path, **namespace) -> int:
 
 
 #: Pages whose blocks need a test server, and the test file that runs them
-#: there (reusing that directory's servers: moto, Airflow's metadata DB, the
-#: Connect pass's server).
+#: there (reusing that directory's servers: moto, Airflow's metadata DB).
 SPECIAL = {
     "docs/guide/storage.md": "tests/objectstores/test_docs_storage.py",
     "docs/operations/airflow.md": "tests/airflow/test_docs_airflow.py",
-    "docs/guide/spark-connect.md": "tests/docs/test_connect_page.py",
 }
