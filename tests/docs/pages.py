@@ -293,8 +293,11 @@ def run_page(path: Path, spark, tmp_path, **namespace) -> int:
 
 
 #: Pages whose blocks need a test server, and the test file that runs them
-#: there (reusing that directory's servers: moto, Airflow's metadata DB).
+#: there (reusing that directory's servers: moto, Airflow's metadata DB; the
+#: Connect pass's server).
 SPECIAL = {
     "docs/guide/storage.md": "tests/objectstores/test_docs_storage.py",
     "docs/operations/airflow.md": "tests/airflow/test_docs_airflow.py",
+    # classic in `make test`'s first pass, then through Spark Connect (CONNECT_SUITES)
+    "docs/guide/spark-connect.md": "tests/docs/test_connect_page.py",
 }

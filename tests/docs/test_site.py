@@ -58,3 +58,14 @@ def test_the_conflict_table_is_rendered_from_the_rules():
     page = (DOCS / "internals" / "conflicts.md").read_text()
     assert hooks.MARKER in page
     assert table in hooks.on_page_markdown(page, None, None, None)
+
+
+def test_the_readme_links_resolve():
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    links = [t for t in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text) if "://" not in t]
+    assert links and all((ROOT / t).exists() for t in links), [t for t in links if not (ROOT / t).exists()]
+    # every page of the site is one link away from the README (the index, or a page it links)
+    linked = {t for t in links if t.startswith("docs/")}
+    assert {"docs/getting-started.md", "docs/reference/index.md"} <= linked
