@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup thin-client demo test test-unit test-connect test-fast test-slow bench protos lint clean
+.PHONY: setup thin-client demo test test-unit test-connect test-fast test-slow bench protos lint docs clean
 
 setup: $(STAMP)
 
@@ -50,8 +50,9 @@ UNIT := not (spark or connect or servers or system or slow)
 # analysis, pushed filters and data skipping; errors crossing the Connect
 # boundary; the data source's reads, writes and streams from a Connect client;
 # the SQL front end's session names and catalogs; DeltaTable handles and
-# writes from other threads), run again with the `spark` fixture a Spark
-# Connect session (a server started by the run on 127.0.0.1, stopped by PID):
+# writes from other threads; the docs' Spark Connect page), run again with
+# the `spark` fixture a Spark Connect session (a server started by the run on
+# 127.0.0.1, stopped by PID):
 # a process of its own, since a Connect session switches a whole Python
 # process to Connect mode. Spark-free behaviour (tags, restore, history,
 # vacuum, the commit loop under concurrency) and Spark jobs the server runs
@@ -59,7 +60,8 @@ UNIT := not (spark or connect or servers or system or slow)
 CONNECT_SUITES := tests/spark/test_write_interop.py tests/spark/test_read_pylance.py tests/spark/test_dml.py \
 	tests/spark/test_merge_semantics.py tests/sql/test_statements.py tests/spark/test_evolution.py \
 	tests/spark/test_skipping.py tests/spark/test_errors.py tests/spark/test_streaming.py \
-	tests/spark/test_catalog.py tests/delta_compat/test_deltatable_api.py
+	tests/spark/test_catalog.py tests/delta_compat/test_deltatable_api.py \
+	tests/docs/test_connect_page.py
 
 # `make test` (what CI runs): the whole suite -- every tier -- then the
 # Connect pass. The classic pass runs on TEST_WORKERS pytest-xdist workers
@@ -100,5 +102,10 @@ lint: setup
 	$(PY) -m ruff check lance_ops jobs sql airflow_dags tests benchmarks scripts
 	$(VENV)/bin/lint-imports
 
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: any warning
+# (a broken link or anchor, a docstring mkdocstrings cannot read) fails it.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) demo-data .pytest_cache
+	rm -rf $(VENV) demo-data .pytest_cache site

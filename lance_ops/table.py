@@ -10,7 +10,7 @@ DataFrame where Delta returns one (``merge().execute()``, ``optimize()
 ``vacuum()``), and the :class:`~lance_ops.results.CommitInfo` where Delta
 returns nothing (``delete``, ``update``, ...); ``t.lastCommit()`` is always
 the CommitInfo of the handle's last write. Remaining differences from
-Delta's Python API: docs/delta.md.
+Delta's Python API: docs/guide/delta.md.
 
 Everything that needs no data processing is the Spark-free core's
 (:class:`lance_ops.txn.table.Table`, ``t.table``); the operations Spark runs

@@ -39,7 +39,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 #: PID -- for running a suite through Connect in a pytest process of its own
 #: (a Connect session switches the whole process to Connect mode). ``make
 #: test`` runs the Makefile's CONNECT_SUITES this way after the classic run;
-#: see the Spark Connect section of the README.
+#: see docs/guide/spark-connect.md.
 CONNECT_MODE = os.environ.get("LANCE_OPS_TEST_CONNECT", "") not in ("", "0")
 
 

@@ -17,7 +17,7 @@ transactions is checked against ours, in version order. The answer is one of
   re-run must not paper over (Overwrite, Restore).
 
 The rules are the table :data:`RULES` below -- pylance 14's observed matrix
-(docs/format.md, "Conflict rules") plus the reference source's rules for
+(docs/internals/conflicts.md renders this table) plus the reference source's rules for
 operations pylance was not observed with. A cell is an outcome, or a small
 named function of both transactions when the answer depends on which
 fragments / fields / keys they touch. Where we deviate from pylance (``ADOPT``

@@ -12,7 +12,7 @@ documentation and API docs show it, with only these renames:
 It asserts what Delta documents: the same rows, the same result shapes
 (DataFrames with Delta's columns), the same history words, the same errors
 for bad arguments. The remaining differences are listed, with their reasons,
-in docs/delta.md.
+in docs/guide/delta.md.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ conflict_resolver.rs): every ordered pair of operation kinds, plus the
 sub-cases the cell functions tell apart, against an expected outcome written
 out by hand below.
 
-The expected tables were written from docs/format.md (conflicts; pylance
+The expected tables were written from the former docs/format.md (conflicts; pylance
 14's observed matrix plus the reference source's rules) and the module
 docstring of ``conflicts`` -- not generated from ``RULES``. Codes:
 

@@ -1,6 +1,6 @@
 """Compaction and vacuum planning as pure functions, table-driven.
 
-Compaction cases are pylance 14's observed plans (docs/format.md, maintenance):
+Compaction cases are pylance 14's observed plans (docs/internals/format.md, maintenance):
 fragment sizes / deleted rows in, groups of fragment ids out. Vacuum cases
 are version facts (age, tags, forks, references) and candidate files in,
 removed versions and files out.
