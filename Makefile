@@ -71,7 +71,7 @@ TEST_WORKERS ?= 2
 XDIST := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
 
 test: setup thin-client
-	$(PY) -m pytest -q tests $(XDIST)
+	$(PY) -m pytest -q tests $(XDIST) --durations=25
 	LANCE_OPS_TEST_CONNECT=1 $(PY) -m pytest -q -m "connect and not slow" $(CONNECT_SUITES)
 
 # No JVM, no server, no subprocess: the fast loop (about a minute).
