@@ -380,9 +380,14 @@ def vacuum(store: ObjectStore, version: int | None, retention_hours: float | Non
     handler = commit_handler(store)
     for v in plan.removed_versions:
         forget(store, v)
-    with ThreadPoolExecutor(IO_THREADS) as pool:
-        list(pool.map(lambda v_path: handler.remove_version(*v_path), zip(plan.removed_versions, plan.manifests)))
-        list(pool.map(store.delete, plan.files))
+    removals = [lambda v=v, p=p: handler.remove_version(v, p) for v, p in zip(plan.removed_versions, plan.manifests)]
+    removals += [lambda f=f: store.delete(f) for f in plan.files]
+    if store.is_local:  # an unlink is ~10 us: a thread pool's hand-off costs more than it saves
+        for remove in removals:
+            remove()
+    else:  # object stores: one request per file, concurrent
+        with ThreadPoolExecutor(IO_THREADS) as pool:
+            list(pool.map(lambda remove: remove(), removals))
     for d in sorted({posixpath.dirname(p) for p in plan.files if p.startswith(STAGING_DIR + "/")}, reverse=True):
         store.remove_empty_dirs(d)  # (local file systems: a failed write's journal directory)
     log.info("vacuum %s: removed %d version(s) and %d file(s)", store.root, len(plan.removed_versions), len(plan.files))
