@@ -71,15 +71,31 @@ def write_dataframe(store, df, mode: str, *, stable_row_ids: bool = True, max_ro
     return prepare
 
 
+#: Analyzed constraint trees by (session confs, table columns, constraints):
+#: analyzing them is a JVM round trip (~60 ms) that every append would pay.
+_CHECK_TREES: dict = {}
+_SESSION_CONFS = ("spark.sql.ansi.enabled", "spark.sql.session.timeZone", "spark.sql.legacy.timeParserPolicy")
+
+
 def arrow_checks(spark, snap: Snapshot, specs) -> dict | None:
     """The constraints as Arrow trees over the rows as written (check column
     -> tree), or None: some are outside the subset proven equal to Spark,
     the session has no analyzed plan (Spark Connect), or Arrow evaluation is
-    off -- then Spark computes the check columns."""
-    from ..spark.arrowtasks import arrow_values
+    off -- then Spark computes the check columns. Remembered per session
+    confs that change analysis, table columns and constraints."""
+    from ..spark.arrowtasks import arrow_values, enabled
     from ..spark.constraints import check_columns
     from .dml import analysis_frame
 
-    found = arrow_values(spark, snap, analysis_frame(spark, snap).select(*check_columns(specs)), False,
-                         [s.column for s in specs])
-    return dict(found.values) if found is not None else None
+    if not enabled(spark):
+        return None
+    key = (tuple(spark.conf.get(c, None) for c in _SESSION_CONFS),
+           tuple((f.name, f.dataType.simpleString(), f.nullable) for f in spark_schema(snap.schema).fields),
+           tuple((s.name, s.expression, s.column) for s in specs))
+    if key not in _CHECK_TREES:
+        found = arrow_values(spark, snap, analysis_frame(spark, snap).select(*check_columns(specs)), False,
+                             [s.column for s in specs])
+        if len(_CHECK_TREES) >= 64:
+            _CHECK_TREES.clear()
+        _CHECK_TREES[key] = dict(found.values) if found is not None else None
+    return _CHECK_TREES[key]
