@@ -364,6 +364,10 @@ def _strings(cls: str, n: dict, kids: list, mode) -> X | None:
         if cls == "ILike":
             s = _case_fn(s, "lower")
             text = text.lower()
+        prefix = text[:-1]
+        if text.endswith("%") and not any(c in prefix for c in ("%", "_", escape)):
+            # 'abc%' is a prefix test (Spark's LikeSimplification does the same): no regex per row
+            return X("strpred", "boolean", (s, X("lit", "string", value=prefix)), "startswith")
         return X("like", "boolean", (s,), like_regex(text, escape))
     return None
 
