@@ -285,11 +285,11 @@ def _evolved(snap: Snapshot, new_fields) -> tuple[Snapshot, Merge | None]:
 #: nondeterministic expression); ``all`` always checkpoints; ``none`` never
 #: (the caller vouches the source is deterministic) -- Delta's option.
 MATERIALIZE_SOURCE = "spark.lance_ops.merge.materializeSource"
-#: ``false``: always run the source statistics job, even where the source's
-#: Parquet footers hold its count and key bounds (lance_ops.ops.sourcefooters).
 #: Whether merges remember the key bounds of the target fragments they read
 #: whole and prune later merges by them (:mod:`lance_ops.format.fragbounds`).
 FRAGMENT_BOUNDS = "spark.lance_ops.merge.fragmentBounds.enabled"
+#: ``false``: always run the source statistics job, even where the source's
+#: Parquet footers hold its count and key bounds (lance_ops.ops.sourcefooters).
 FOOTER_STATS = "spark.lance_ops.merge.sourceFooterStats.enabled"
 
 #: Sources up to this many rows are broadcast: the target is then streamed
