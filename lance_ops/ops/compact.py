@@ -44,10 +44,7 @@ import logging
 import time
 
 import pyarrow as pa
-from pyroaring import BitMap
 
-from ..format.indexremap import EXTEND, REMAP, compaction_rule
-from ..format.messages import copy_messages
 from ..format.naming import index_dir
 from ..format.proto import table_pb2
 from ..format.writer import DEFAULT_MAX_ROWS_PER_FRAGMENT
@@ -56,11 +53,9 @@ from ..spark.frames import describe
 from ..spark.rewrite import RewriteContext, rewrite_group
 from ..txn.compaction import CompactionOptions, group_metrics, plan_compaction
 from ..txn.log import Snapshot
-from ..txn.operations import Rewrite, RewriteGroup
-from ..txn.pipeline import StagedCommit, number_new_fragments
+from ..txn.pipeline import StagedCommit
 from . import args
-from .indices import rebuild_zonemaps, zonemaps_to_rebuild
-from .remap import remap_indices  # noqa: F401 (also this module's name for it)
+from .remap import index_metrics, remap_indices, staged_rewrite  # noqa: F401 (remap_indices: also this module's name for it)
 
 log = logging.getLogger("lance_ops")
 
@@ -189,46 +184,12 @@ def compact(spark, opts: CompactionOptions, where=None):
                          "i int, frags array<binary>", _GROUP_RESULT)
         written = {i: [bytes(b) for b in frags] for i, frags in rows}
         new_frags = [[table_pb2.DataFragment.FromString(b) for b in written[i]] for i in range(len(groups))]
-        op = Rewrite([RewriteGroup(copy_messages(old), new) for old, new in zip(groups, new_frags)], allow_partial=True)
-        rewritten_ids = BitMap(f.id for g in groups for f in g)
-        to_remap = [
-            idx for idx in snap.indices
-            if compaction_rule(idx, snap.stable_row_ids) == REMAP and idx.fragment_bitmap
-            and BitMap.deserialize(idx.fragment_bitmap) & rewritten_ids
-        ]
-
-        to_rebuild = zonemaps_to_rebuild(snap, rewritten_ids)
-
-        # One version per OPTIMIZE: the new fragments take the ids after this
-        # version's high-water mark in the Rewrite's own commit; the index
-        # files that hold them are written now -- no Spark job runs in the
-        # commit phase (a concurrent commit taking the ids renumbers them, or
-        # prepares again when index files hold them: pipeline.renumber)
-        number_new_fragments(op, snap)
-        rewritten = []
-        if to_remap:
-            rewritten += remap_indices(spark, snap, to_remap, groups, new_frags)
-        if to_rebuild:
-            rewritten += rebuild_zonemaps(spark, snap, to_rebuild, groups, new_frags)
-        op.rewritten_indices = rewritten
-
-        def index_metrics(committed: Rewrite) -> dict:
-            old_ids = BitMap(committed.old_fragment_ids())
-            remapped = {bytes(r.old_id.uuid) for r in committed.rewritten_indices}
-            touched = [idx for idx in snap.indices if idx.fragment_bitmap and BitMap.deserialize(idx.fragment_bitmap) & old_ids]
-            rebuilt = {bytes(i.uuid.uuid) for i in to_rebuild} & remapped
-            return {
-                "numIndicesRemapped": sum(1 for idx in touched if bytes(idx.uuid.uuid) in remapped - rebuilt),
-                "numIndicesRebuilt": len(rebuilt),
-                "numIndicesNarrowed": sum(
-                    1 for idx in touched
-                    if bytes(idx.uuid.uuid) not in remapped and compaction_rule(idx, snap.stable_row_ids) != EXTEND
-                ),
-            }
+        op, to_rebuild = staged_rewrite(spark, snap, groups, new_frags)
+        rewritten = op.rewritten_indices
 
         def committed_metrics(result) -> dict:
             committed = result.transaction.operation
-            done = {**group_metrics(committed.groups), **index_metrics(committed)}
+            done = {**group_metrics(committed.groups), **index_metrics(snap, to_rebuild, committed)}
             if done["numIndicesNarrowed"]:
                 log.warning(
                     "compaction of %s: %d index(es) do not cover the new fragments (as pylance leaves them); "
@@ -245,7 +206,7 @@ def compact(spark, opts: CompactionOptions, where=None):
             "materializeDeletionsThreshold": opts.materialize_deletions_threshold,
         }
         staged = StagedCommit(
-            op, {**group_metrics(op.groups), **index_metrics(op)}, params,
+            op, {**group_metrics(op.groups), **index_metrics(snap, to_rebuild, op)}, params,
             extra_files=[index_dir(r.new_id.uuid) for r in rewritten],
             # groups a concurrent commit changed were dropped: plan them again
             rerun_after=lambda result: bool(result.transaction.operation.dropped_groups),

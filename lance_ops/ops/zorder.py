@@ -40,14 +40,12 @@ import time
 
 import numpy as np
 import pyarrow as pa
-from pyroaring import BitMap
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import InvalidArgumentError, UnsupportedFeatureError
-from ..format.indexremap import EXTEND, REMAP, compaction_rule
-from ..format.messages import copy_messages
+from ..format.indexremap import REMAP, compaction_rule
 from ..format.naming import index_dir
 from ..format.proto import table_pb2
 from ..format.scan import ROW_CREATED, ROW_ID, ROW_UPDATED
@@ -56,9 +54,7 @@ from ..spark.errors import executor_errors, executor_task
 from ..spark.frames import rows_per_partition, scan_frame
 from ..txn.compaction import group_metrics
 from ..txn.log import Snapshot
-from ..txn.operations import Rewrite, RewriteGroup
-from ..txn.pipeline import StagedCommit, number_new_fragments
-from .indices import rebuild_zonemaps, zonemaps_to_rebuild
+from ..txn.pipeline import StagedCommit
 
 #: Bits of range id per column (255 boundaries: 256 ranges), fewer when many
 #: columns share the 62 bits of a z-value.
@@ -309,41 +305,14 @@ def _write_rows(task: "_WriteTask", sink: FragmentSink, b: pa.RecordBatch, names
 def _staged(spark, snap: Snapshot, olds, new_frags, cols, bits) -> StagedCommit:
     """The Rewrite of every fragment into the z-ordered ones, with the
     index handling of compaction (:func:`lance_ops.ops.compact.compact`)."""
-    from .remap import remap_indices
+    from .remap import index_metrics, staged_rewrite
 
-    groups = [olds]
-    op = Rewrite([RewriteGroup(copy_messages(olds), new_frags)], allow_partial=True)
-    rewritten_ids = BitMap(f.id for f in olds)
-    to_remap = [
-        idx for idx in snap.indices
-        if compaction_rule(idx, snap.stable_row_ids) == REMAP and idx.fragment_bitmap
-        and BitMap.deserialize(idx.fragment_bitmap) & rewritten_ids
-    ]
-    to_rebuild = zonemaps_to_rebuild(snap, rewritten_ids)
-
-    # one version per OPTIMIZE: the new fragments take the ids after this
-    # version's high-water mark in the Rewrite's own commit; the index files
-    # holding them are written now, not in the commit phase (as compaction)
-    number_new_fragments(op, snap)
-    rewritten = []
-    if to_remap:
-        rewritten += remap_indices(spark, snap, to_remap, groups, [new_frags], by_row_id=True)
-    if to_rebuild:
-        rewritten += rebuild_zonemaps(spark, snap, to_rebuild, groups, [new_frags])
-    op.rewritten_indices = rewritten
+    op, to_rebuild = staged_rewrite(spark, snap, [olds], [new_frags], by_row_id=True)
+    rewritten = op.rewritten_indices
 
     def committed_metrics(result) -> dict:
-        done = group_metrics(result.transaction.operation.groups)
-        remapped = {bytes(r.old_id.uuid) for r in result.transaction.operation.rewritten_indices}
-        rebuilt = {bytes(i.uuid.uuid) for i in to_rebuild} & remapped
-        touched = [idx for idx in snap.indices if idx.fragment_bitmap
-                   and BitMap.deserialize(idx.fragment_bitmap) & rewritten_ids]
-        done["numIndicesRemapped"] = sum(1 for idx in touched if bytes(idx.uuid.uuid) in remapped - rebuilt)
-        done["numIndicesRebuilt"] = len(rebuilt)
-        done["numIndicesNarrowed"] = sum(
-            1 for idx in touched
-            if bytes(idx.uuid.uuid) not in remapped and compaction_rule(idx, snap.stable_row_ids) != EXTEND
-        )
+        committed = result.transaction.operation
+        done = {**group_metrics(committed.groups), **index_metrics(snap, to_rebuild, committed)}
         done["zOrderBy"] = ", ".join(cols)
         return done
 
