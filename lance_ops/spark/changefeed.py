@@ -180,15 +180,7 @@ class ChangeFeedReader(DataSourceReader):
         store.bases = dict(partition.bases)
         special = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP, ROW_ID, ROW_CREATED, ROW_UPDATED)
         data = [n for n in self.names if n not in special]
-        for item in partition.items:
-            for batch in change_rows(store, self.lance_schema, item, data):
-                n = batch.num_rows
-                cols = {name: batch.column(name) for name in batch.schema.names}
-                cols[COMMIT_VERSION] = pa.array(np.full(n, item.version, dtype=np.int64))
-                cols[COMMIT_TIMESTAMP] = pa.array(np.full(n, item.micros, dtype=np.int64)).cast(
-                    pa.timestamp("us", tz="UTC"))
-                out = pa.RecordBatch.from_arrays([cols[name] for name in self.names], names=self.names)
-                yield to_spark_batch(out, self.target)
+        yield from change_batches(store, self.lance_schema, partition.items, data, self.names, self.target)
 
 
 def open_feed(options) -> tuple[ObjectStore, int, int]:
@@ -209,3 +201,19 @@ def open_feed(options) -> tuple[ObjectStore, int, int]:
 
 
 __all__ = ["ChangeFeedReader", "feed_schema", "open_feed", "resolve_range", "wants_change_feed"]
+
+
+def change_batches(store, lance_schema, items, data: list[str], names: list[str], target):
+    """Executor side: the change rows of each planned ``item`` (a version's
+    share of the feed) with ``_commit_version`` / ``_commit_timestamp``,
+    as Spark batches of the columns ``names`` -- for the batch reader and
+    the streaming source alike."""
+    for item in items:
+        for batch in change_rows(store, lance_schema, item, data):
+            n = batch.num_rows
+            cols = {name: batch.column(name) for name in batch.schema.names}
+            cols[COMMIT_VERSION] = pa.array(np.full(n, item.version, dtype=np.int64))
+            cols[COMMIT_TIMESTAMP] = pa.array(np.full(n, item.micros, dtype=np.int64)).cast(
+                pa.timestamp("us", tz="UTC"))
+            out = pa.RecordBatch.from_arrays([cols[name] for name in names], names=names)
+            yield to_spark_batch(out, target)

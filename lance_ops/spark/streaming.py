@@ -369,22 +369,13 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return m.timestamp.seconds * 1_000_000 + m.timestamp.nanos // 1000 if m.HasField("timestamp") else 0
 
     def _read_changes(self, partition):
-        import numpy as np
-        import pyarrow as pa
 
-        from ..txn.changefeed import COMMIT_TIMESTAMP, COMMIT_VERSION, change_rows
+        from .changefeed import change_batches
 
         store = ObjectStore(self.store.uri, self.store.storage_options)
         store.bases = dict(partition.bases)
-        for item in partition.items:
-            for batch in change_rows(store, self.lance_schema, item, self._feed_columns()):
-                n = batch.num_rows
-                cols = {name: batch.column(name) for name in batch.schema.names}
-                cols[COMMIT_VERSION] = pa.array(np.full(n, item.version, dtype=np.int64))
-                cols[COMMIT_TIMESTAMP] = pa.array(np.full(n, item.micros, dtype=np.int64)).cast(
-                    pa.timestamp("us", tz="UTC"))
-                out = pa.RecordBatch.from_arrays([cols[c] for c in self.columns], names=self.columns)
-                yield to_spark_batch(out, self.arrow_target)
+        yield from change_batches(store, self.lance_schema, partition.items, self._feed_columns(), self.columns,
+                                  self.arrow_target)
 
     def commit(self, end: dict) -> None:
         pass

@@ -350,16 +350,7 @@ class Executor:
                 )
             name = table.name
             uri = normalize_uri(location or self._default_location(name))
-        options = {}
-        config = {}
-        for k, v in tblprops.items():
-            opt = CREATE_OPTIONS.get(k.lower())
-            if opt == "stableRowIds":
-                options[opt] = _truthy(v)
-            elif opt == "maxRowsPerFragment":
-                options[opt] = int(v)
-            else:
-                config[k] = v
+        options, config = _create_options(tblprops)
         exists = self.table_class.isLanceTable(self.spark, uri)
         replace = bool(node.args.get("replace"))
         if_not_exists = bool(node.args.get("exists"))
@@ -406,15 +397,7 @@ class Executor:
         write as any CREATE TABLE, then registered -- or nothing is left."""
         from ..spark import catalogs
 
-        options, config = {}, {}
-        for k, v in tblprops.items():
-            opt = CREATE_OPTIONS.get(k.lower())
-            if opt == "stableRowIds":
-                options[opt] = _truthy(v)
-            elif opt == "maxRowsPerFragment":
-                options[opt] = int(v)
-            else:
-                config[k] = v
+        options, config = _create_options(tblprops)
         replace = bool(node.args.get("replace"))
         query_node = node.args.get("expression")
         shown = ".".join(parts)
@@ -734,3 +717,18 @@ def _str(v) -> str | None:
 
 
 __all__ = ["Executor"]
+
+
+def _create_options(tblprops: dict) -> tuple[dict, dict]:
+    """A CREATE TABLE's TBLPROPERTIES split into write options
+    (``CREATE_OPTIONS``: stable row ids, fragment size) and table config."""
+    options, config = {}, {}
+    for k, v in tblprops.items():
+        opt = CREATE_OPTIONS.get(k.lower())
+        if opt == "stableRowIds":
+            options[opt] = _truthy(v)
+        elif opt == "maxRowsPerFragment":
+            options[opt] = int(v)
+        else:
+            config[k] = v
+    return options, config
