@@ -63,16 +63,15 @@ CONNECT_SUITES := tests/spark/test_write_interop.py tests/spark/test_read_pylanc
 	tests/spark/test_catalog.py tests/delta_compat/test_deltatable_api.py \
 	tests/docs/test_connect_page.py
 
-# `make test` (what CI runs): the whole suite -- every tier -- then the
-# Connect pass. The classic pass runs on TEST_WORKERS pytest-xdist workers
+# `make test` (what CI runs): the whole suite -- every tier -- and, alongside
+# it, the Connect pass (scripts/test_passes.sh). The classic pass runs on TEST_WORKERS pytest-xdist workers
 # (each its own local[2] Spark session and servers; a file's tests stay on
 # one worker, sharing its module fixtures).
 TEST_WORKERS ?= 2
-XDIST := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
+XDIST := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder,)
 
 test: setup thin-client
-	$(PY) -m pytest -q tests $(XDIST) --durations=25
-	LANCE_OPS_TEST_CONNECT=1 $(PY) -m pytest -q -m "connect and not slow" $(CONNECT_SUITES)
+	scripts/test_passes.sh $(PY) "$(XDIST)" $(CONNECT_SUITES)
 
 # No JVM, no server, no subprocess: the fast loop (about a minute).
 test-unit: setup

@@ -175,7 +175,7 @@ def evaluate_sh(example) -> None:
 
 
 #: What each make target of the pages must run (checked with ``make -n``).
-MAKE_RECIPES = {"demo": "jobs/demo.py", "test": "-m pytest -q tests"}
+MAKE_RECIPES = {"demo": "jobs/demo.py", "test": "scripts/test_passes.sh"}
 
 
 def _check_make_target(words: list[str]) -> None:

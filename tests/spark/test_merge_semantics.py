@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from lance_ops import LanceTable
 from lance_ops.errors import DuplicateMatchError, InvalidArgumentError
 from lance_ops.ops.merge import DEFAULT_BROADCAST_SOURCE_ROWS
+from tests.conftest import CONNECT_MODE
 
 BROADCAST_CONF = "spark.lance_ops.merge.broadcastSourceRows"
 SCHEMA = "id long, v long, w string"
@@ -310,6 +311,12 @@ def run_differential(spark, tmp_path, seed: int, steps: int):
 
 
 def test_random_sequences_match_delta(spark, tmp_path):
+    if CONNECT_MODE:
+        # (the Connect pass: the first 40 steps of the same sequence -- the
+        # Connect paths of every kind of step, in a third of the time)
+        counts = run_differential(spark, tmp_path, 1, steps=40)
+        assert counts["merge"] >= 10 and counts["update"] + counts["delete"] >= 6, counts
+        return
     counts = run_differential(spark, tmp_path, 1, steps=100)
     assert counts["merge"] >= 30 and counts["update"] + counts["delete"] >= 20
 
