@@ -45,7 +45,7 @@ from ..spark.frames import (
     total_cores,
 )
 from ..spark.jvm import release_checkpoint
-from ..spark.plans import bare_parquet_scan, replayable
+from ..spark.plans import bare_parquet_scan, local_relation, replayable
 from ..spark.rowchanges import ACTION, DELETE, INSERT_ACTION, MATCH_MARK, SOURCE_ID, UPDATE
 from ..txn.log import Snapshot
 from ..txn.operations import REWRITE_ROWS, Merge, Update
@@ -637,9 +637,12 @@ class MergePlan:
             keys = [(t, s) for t, s in equi_keys(describe(self.condition), self.table_cols, src.columns, (self.ta, self.sa)) if t in on_disk]
         use_filter = str(self.spark.conf.get("spark.lance_ops.merge.keyFilter.enabled", "true")).lower() == "true"
 
+        # (data sent with the plan, read as it is -- not a checkpoint of it)
+        local = not self.source_materialized and local_relation(self._source_sections().get("Optimized Logical Plan", ""))
+
         def bounds(footers=None):
             return SourceBounds(src, keys, self.types, key_filter=use_filter, target_rows=self.disk.num_rows(),
-                                footers=footers)
+                                footers=footers, local=local)
 
         footers = self._footers()
         if footers is None:

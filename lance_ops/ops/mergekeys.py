@@ -184,7 +184,7 @@ class SourceBounds:
     record), never the source itself."""
 
     def __init__(self, source: DataFrame, keys: list[tuple[str, str]], target_types: dict, key_filter: bool = True,
-                 target_rows: int | None = None, footers=None):
+                 target_rows: int | None = None, footers=None, local: bool = False):
         src_types = {f.name: f.dataType for f in source.schema.fields}
         self.keys = [(t, s) for t, s in keys if boundable(target_types[t], src_types[s])
                      and _arrow_bounds_exact(src_types[s])]
@@ -198,7 +198,7 @@ class SourceBounds:
         stats = footers({s: src_types[s] for _, s in self.keys}) if footers is not None else None
         self.from_footers = stats is not None
         if stats is None:
-            stats = _source_stats(source, [s for _, s in self.keys], sets, bloom)
+            stats = _source_stats(source, [s for _, s in self.keys], sets, bloom, local=local)
         self.rows = stats.rows
         self.bounds = {t: stats.bounds[s] for t, s in self.keys}
         #: target key -> sorted distinct non-null source keys (few of them)
@@ -319,75 +319,100 @@ class _Stats:
         return keyfilter.union(acc)
 
 
-def _source_stats(source: DataFrame, cols: list[str], sets: list[str], bloom: str | None) -> _Stats:
+def _source_stats(source: DataFrame, cols: list[str], sets: list[str], bloom: str | None,
+                  local: bool = False) -> _Stats:
     """Count, per key column min / max, distinct values (up to
     :data:`MAX_KEY_SET` a task) and a bloom filter of ``bloom``'s keys, in
     one Spark job: one task per source partition (coalesced to at most
-    ``2 x cores``), each returning one pickled record."""
+    ``2 x cores``), each returning one small record.
+
+    ``local``: the source is data the client sent with its plan (a bare
+    ``LocalRelation``: ``spark.createDataFrame`` of a CDC micro-batch, say).
+    Up to :data:`LOCAL_SOURCE_ROWS` of its key columns are then read as Arrow
+    (the optimizer folds the limit into the local data: no statistics job)
+    and the same statistics computed here; a bigger one runs the job."""
     import pickle
 
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from ..format import keyfilter
     from ..spark.errors import executor_task
     from ..spark.frames import total_cores
     from ..spark.sqltext import quoted
 
-    slots = max(1, 2 * total_cores(source.sparkSession))
+    frame = source.selectExpr(*[quoted(c) for c in cols] or ["1 AS _one"])
     set_cols = set(sets) | ({bloom} if bloom is not None else set())
+    if local:
+        table = frame.limit(LOCAL_SOURCE_ROWS + 1).toArrow()
+        if table.num_rows <= LOCAL_SOURCE_ROWS:
+            return _Stats([_partial_stats(table.to_batches(), cols, set_cols, bloom, 1)], cols, sets, bloom)
+    slots = max(1, 2 * total_cores(source.sparkSession))
+
+    @executor_task
+    def partial(batches):
+        import pyarrow as pa
+
+        out = _partial_stats(batches, cols, set_cols, bloom, slots)
+        yield pa.RecordBatch.from_pydict({"p": pa.array([pickle.dumps(out)], pa.binary())})
+
+    rows = frame.coalesce(slots).mapInArrow(partial, "p binary").collect()
+    parts = [pickle.loads(bytes(r[0])) for r in rows]
+    return _Stats(parts, cols, sets, bloom)
+
+
+#: A local source (:func:`_source_stats`) of up to this many rows has its
+#: statistics computed in the driver from its key columns.
+LOCAL_SOURCE_ROWS = 10_000
+
+
+def _partial_stats(batches, cols: list[str], set_cols: set, bloom: str | None, slots: int) -> dict:
+    """One task's statistics of its batches (streamed: memory grows with the
+    distinct keys kept, not the rows); ``slots``: the most tasks there are
+    (a bloom filter is built for that many times this task's keys)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..format import keyfilter
 
     #: distinct keys a task keeps (beyond them: no set; for the bloom
     #: column, no filter -- it would exceed keyfilter.MAX_BYTES anyway)
     cap = {c: (keyfilter.MAX_BYTES * 8 // keyfilter.BITS_PER_KEY) if c == bloom else MAX_KEY_SET for c in set_cols}
-
-    @executor_task
-    def partial(batches):
-        # Streamed: memory grows with the distinct keys kept, not the rows.
-        n = 0
-        lo: dict = dict.fromkeys(cols)
-        hi: dict = dict.fromkeys(cols)
-        uniq: dict = {c: None for c in set_cols}
-        over: set = set()
-        for b in batches:
-            n += b.num_rows
-            for c in cols:
-                arr = b.column(c)
-                if arr.null_count == len(arr):
-                    continue
-                if pa.types.is_timestamp(arr.type):
-                    arr = arr.cast(pa.timestamp("us", arr.type.tz)).cast(pa.int64())
-                mm = pc.min_max(arr)
-                x, y = mm["min"].as_py(), mm["max"].as_py()
-                lo[c] = x if lo[c] is None else min(lo[c], x)
-                hi[c] = y if hi[c] is None else max(hi[c], y)
-                if c in set_cols and c not in over:
-                    new = pc.unique(arr.drop_null())
-                    u = new if uniq[c] is None else pc.unique(pa.concat_arrays([uniq[c], new]))
-                    if len(u) > cap[c]:
-                        over.add(c)
-                        uniq[c] = None
-                    else:
-                        uniq[c] = u
-        out = {"n": n, "lo": lo, "hi": hi, "sets": {}, "nd": 0, "filter": None, "type": None}
-        for c in set_cols:
-            u = uniq[c]
-            if c == bloom:
-                out["nd"] = cap[c] * slots + 1 if c in over else (0 if u is None else len(u))
-                out["type"] = None if u is None else u.type
-            if c in over:
-                out["sets"][c] = None
-            elif u is None or len(u) <= MAX_KEY_SET:
-                out["sets"][c] = [] if u is None else u.to_pylist()
-            else:  # (the bloom column: more keys than a set holds)
-                # built for this task's keys times the most tasks there are:
-                # the driver folds it down to the size for all the keys
-                size = keyfilter.filter_size(len(u) * slots) or keyfilter.MAX_BYTES
-                out["filter"] = keyfilter.build(u, size)
-                out["sets"][c] = None
-        yield pa.RecordBatch.from_pydict({"p": pa.array([pickle.dumps(out)], pa.binary())})
-
-    frame = source.selectExpr(*[quoted(c) for c in cols] or ["1 AS _one"])
-    rows = frame.coalesce(slots).mapInArrow(partial, "p binary").collect()
-    parts = [pickle.loads(bytes(r[0])) for r in rows]
-    return _Stats(parts, cols, sets, bloom)
+    n = 0
+    lo: dict = dict.fromkeys(cols)
+    hi: dict = dict.fromkeys(cols)
+    uniq: dict = {c: None for c in set_cols}
+    over: set = set()
+    for b in batches:
+        n += b.num_rows
+        for c in cols:
+            arr = b.column(c)
+            if arr.null_count == len(arr):
+                continue
+            if pa.types.is_timestamp(arr.type):
+                arr = arr.cast(pa.timestamp("us", arr.type.tz)).cast(pa.int64())
+            mm = pc.min_max(arr)
+            x, y = mm["min"].as_py(), mm["max"].as_py()
+            lo[c] = x if lo[c] is None else min(lo[c], x)
+            hi[c] = y if hi[c] is None else max(hi[c], y)
+            if c in set_cols and c not in over:
+                new = pc.unique(arr.drop_null())
+                u = new if uniq[c] is None else pc.unique(pa.concat_arrays([uniq[c], new]))
+                if len(u) > cap[c]:
+                    over.add(c)
+                    uniq[c] = None
+                else:
+                    uniq[c] = u
+    out = {"n": n, "lo": lo, "hi": hi, "sets": {}, "nd": 0, "filter": None, "type": None}
+    for c in set_cols:
+        u = uniq[c]
+        if c == bloom:
+            out["nd"] = cap[c] * slots + 1 if c in over else (0 if u is None else len(u))
+            out["type"] = None if u is None else u.type
+        if c in over:
+            out["sets"][c] = None
+        elif u is None or len(u) <= MAX_KEY_SET:
+            out["sets"][c] = [] if u is None else u.to_pylist()
+        else:  # (the bloom column: more keys than a set holds)
+            # built for this task's keys times the most tasks there are:
+            # the driver folds it down to the size for all the keys
+            size = keyfilter.filter_size(len(u) * slots) or keyfilter.MAX_BYTES
+            out["filter"] = keyfilter.build(u, size)
+            out["sets"][c] = None
+    return out

@@ -197,6 +197,14 @@ def bare_parquet_scan(optimized_plan: str) -> bool:
     return all(_BARE_PROJECT.match(ln) for ln in lines[:-1])
 
 
+def local_relation(optimized_plan: str) -> bool:
+    """True when an optimized logical plan is only data sent with the plan
+    (``LocalRelation``: ``createDataFrame`` of pandas / Arrow data, and of
+    any local data on Spark Connect)."""
+    lines = _plan_lines(optimized_plan)
+    return len(lines) == 1 and lines[0].startswith("LocalRelation [")
+
+
 def physical_operators(physical: str) -> list[str]:
     """Operator names of a physical plan's text, one per plan line."""
     out = []

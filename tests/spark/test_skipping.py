@@ -402,6 +402,47 @@ def test_merge_runs_few_spark_jobs(spark, indexed, tmp_path, monkeypatch):
     _assert_stages(spark, stages, 5)
 
 
+def test_merge_statistics_of_a_local_source_come_from_its_arrow_data(spark, indexed, tmp_path, monkeypatch):
+    """A source that is data sent with the plan (``createDataFrame`` of Arrow
+    data: a ``LocalRelation``, classic and Connect alike) has its count, key
+    bounds and key set computed in the driver from its key columns read as
+    Arrow -- no statistics job (a stage fewer on classic sessions). Same
+    merge, same pruning as with the statistics job (``LOCAL_SOURCE_ROWS`` 0
+    forces it), same rows as pylance."""
+    import lance_ops.ops.mergekeys as mergekeys
+    from lance_ops.spark import jvm
+    from lance_ops.spark.plans import explain_sections, local_relation
+
+    path, _, _ = indexed
+    live = [i for i in range(17001, 17301, 2) if i % 11 != 3] + list(range(N + 7, N + 12))
+    src = _upserts(live)
+    source = spark.createDataFrame(src)
+    assert local_relation(explain_sections(source)["Optimized Logical Plan"])
+    runs = {}
+    for name, limit in (("local", mergekeys.LOCAL_SOURCE_ROWS), ("job", 0)):
+        monkeypatch.setattr(mergekeys, "LOCAL_SOURCE_ROWS", limit)
+        ours = str(tmp_path / f"{name}.lance")
+        shutil.copytree(path, ours)
+        t = LanceTable(spark, ours)
+        with StageCounter() as stages:
+            info = committed(t, t.merge(source, "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+        runs[name] = (_table_rows(ours), info.metrics, t.table.history(1)[0]["operationParameters"]["targetKeyRange"],
+                      len(stages.stages))
+    ref = str(tmp_path / "ref.lance")
+    shutil.copytree(path, ref)
+    r = lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(src)
+    local, job = runs["local"], runs["job"]
+    assert local[0] == job[0] == _table_rows(ref)
+    m = local[1]
+    assert (m["numUpdatedRows"], m["numInsertedRows"]) == (r["num_updated_rows"], r["num_inserted_rows"]) == (len(live) - 5, 5)
+    assert local[2] == job[2] and "keys)" in local[2], local[2]  # (the same range and key set)
+    for k in ("numFragmentsScanned", "numFragmentsSkipped", "numRowsScanned"):
+        assert local[1][k] == job[1][k], k
+    if not jvm.is_connect(spark):
+        # no statistics stage: the local data is read in the driver (broadcast, scan + rewrite, inserts)
+        assert (local[3], job[3]) == (4, 5)
+
+
 def _rows_any_order(path):
     return sorted(map(repr, lance.dataset(path).to_table(columns=["id", "f", "s", "ts"]).to_pylist()))
 
