@@ -60,6 +60,22 @@ Ratios: *rate* = peer seconds / lance_ops seconds (lance_ops' throughput as a fr
 goal ≥ {SCAN_GOAL}); *time* = lance_ops seconds / peer seconds (goal ≤ {WRITE_GOAL:g})."""
 
 
+def _row_counter():
+    """A ``mapInArrow`` function that only counts the rows handed to it (made
+    here, inside a function, so it is pickled by value: the Python workers
+    need not import the benchmarks package)."""
+
+    def consume(batches):
+        import pyarrow as pa
+
+        n = 0
+        for b in batches:
+            n += b.num_rows
+        yield pa.RecordBatch.from_pydict({"n": [n]})
+
+    return consume
+
+
 def _spark_floor(ctx: Context, ds: data.Dataset, section: Section) -> None:
     """What Spark itself costs here, whatever the source: a job that does
     nothing, and handing rows from the JVM to a Python task (``mapInArrow``),
@@ -72,19 +88,11 @@ def _spark_floor(ctx: Context, ds: data.Dataset, section: Section) -> None:
     def two_columns():
         return spark.range(0, ds.rows, 1, 4).select("id", (F.col("id") * 2.0).alias("g"))
 
-    def consume(batches):
-        import pyarrow as pa
-
-        n = 0
-        for b in batches:
-            n += b.num_rows
-        yield pa.RecordBatch.from_pydict({"n": [n]})
-
     t = ctx.interleave(
         {
             "empty": lambda: spark.range(0, data.FILES, 1, data.FILES).write.format("noop").mode("overwrite").save(),
             "noop": lambda: two_columns().write.format("noop").mode("overwrite").save(),
-            "python": lambda: two_columns().mapInArrow(consume, "n long").collect(),
+            "python": lambda: two_columns().mapInArrow(_row_counter(), "n long").collect(),
         },
         warmup=True,
     )
@@ -175,18 +183,10 @@ def _create_stages(ctx: Context, ds: data.Dataset, section: Section, ours: Timin
     held = {"table": ds.arrow().to_table()}  # (decoded once, outside the timings)
     path = ctx.scratch("create-stages-pylance.lance")
 
-    def consume(batches):
-        import pyarrow as pa
-
-        n = 0
-        for b in batches:
-            n += b.num_rows
-        yield pa.RecordBatch.from_pydict({"n": [n]})
-
     t = ctx.interleave(
         {
             "scan": lambda: spark.read.parquet(ds.parquet).write.format("noop").mode("overwrite").save(),
-            "handoff": lambda: spark.read.parquet(ds.parquet).mapInArrow(consume, "n long").collect(),
+            "handoff": lambda: spark.read.parquet(ds.parquet).mapInArrow(_row_counter(), "n long").collect(),
             "encode": lambda: lance.write_dataset(held["table"], path, max_rows_per_file=ds.rows_per_fragment,
                                                   enable_stable_row_ids=True),
         },
