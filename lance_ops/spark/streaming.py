@@ -369,7 +369,6 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return m.timestamp.seconds * 1_000_000 + m.timestamp.nanos // 1000 if m.HasField("timestamp") else 0
 
     def _read_changes(self, partition):
-
         from .changefeed import change_batches
 
         store = ObjectStore(self.store.uri, self.store.storage_options)
