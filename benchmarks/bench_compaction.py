@@ -63,7 +63,8 @@ Every run starts from a fresh copy (untimed); best of {ctx.repeat} runs; *time* 
 
 
 def _python_workers() -> list[int]:
-    """PIDs of Spark's Python worker processes (local mode: forks of pyspark.daemon)."""
+    """PIDs of Spark's Python worker processes (local mode: forks of the worker
+    daemon, pyspark's or lance_ops.spark.daemon)."""
     pids = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -73,7 +74,7 @@ def _python_workers() -> list[int]:
                 cmd = f.read()
         except OSError:
             continue
-        if b"pyspark.daemon" in cmd or b"pyspark/worker" in cmd:
+        if b"spark.daemon" in cmd or b"pyspark/worker" in cmd:
             pids.append(int(pid))
     return pids
 

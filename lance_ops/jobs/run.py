@@ -45,6 +45,7 @@ class SparkProvider:
 
 def _start_spark(args):
     from ..spark.session import DEFAULT_CONF, ensure_python_env
+    from ..spark.workers import daemon_conf
 
     conf = pairs(getattr(args, "conf", []) or [], "--conf")
     remote = getattr(args, "remote", None) or os.environ.get("SPARK_REMOTE")
@@ -56,11 +57,13 @@ def _start_spark(args):
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(f"lance_ops {args.command}")
-    if getattr(args, "master", None):
-        builder = builder.master(args.master)
+    master = getattr(args, "master", None)
+    if master:
+        builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit
-        builder = builder.master("local[2]")
-    for k, v in {**DEFAULT_CONF, **conf}.items():
+        master = "local[2]"
+        builder = builder.master(master)
+    for k, v in {**DEFAULT_CONF, **daemon_conf(master, conf), **conf}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     from ..spark.jvm import set_log_level

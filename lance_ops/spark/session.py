@@ -63,8 +63,10 @@ def local_session(app_name: str = "lance_ops", master: str = "local[2]", conf: d
     ensure_python_env()
     from pyspark.sql import SparkSession
 
+    from .workers import daemon_conf
+
     builder = SparkSession.builder.master(master).appName(app_name)
-    for k, v in {**DEFAULT_CONF, **(conf or {})}.items():
+    for k, v in {**DEFAULT_CONF, **daemon_conf(master, conf), **(conf or {})}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     from .jvm import set_log_level

@@ -80,3 +80,28 @@ def check_worker_python(spark) -> None:
             f"spark.pyspark.python) to an interpreter that has them -- this one is {sys.executable} -- "
             "before the Spark session starts; lance_ops.local_session() does it for you."
         )
+
+
+#: Spark conf naming the module Spark runs as its Python worker daemon.
+DAEMON_MODULE_CONF = "spark.python.daemon.module"
+#: lance_ops' daemon: the executor imports done once, before workers fork.
+DAEMON_MODULE = "lance_ops.spark.daemon"
+
+
+def daemon_conf(master: str | None, conf: dict | None = None) -> dict[str, str]:
+    """``{spark.python.daemon.module: lance_ops.spark.daemon}`` for a session
+    whose Python workers run on this machine with this very interpreter (a
+    ``local`` master, ``spark.pyspark.python`` / ``PYSPARK_PYTHON`` unset or
+    this interpreter), else nothing: Spark runs the daemon module with
+    ``python -m`` before any task ships code, so it must be importable from
+    the worker interpreter's own path -- not guaranteed on a cluster or when
+    lance_ops reaches the workers as a shipped zip. A conf the caller sets
+    wins. Why the daemon: :mod:`lance_ops.spark.daemon`."""
+    conf = conf or {}
+    if DAEMON_MODULE_CONF in conf or not str(master or "").startswith("local"):
+        return {}
+    interpreter = conf.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON") or sys.executable
+    path = shutil.which(interpreter)
+    if path is None or os.path.realpath(path) != os.path.realpath(sys.executable):
+        return {}
+    return {DAEMON_MODULE_CONF: DAEMON_MODULE}

@@ -16,6 +16,8 @@ import tempfile
 import time
 import urllib.request
 
+from lance_ops.spark.workers import daemon_conf
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: moto accepts any credentials; these are the tests' "secrets" (tests
 #: check they never show up in logs, errors or plans).
@@ -324,6 +326,7 @@ class ConnectServer:
             "spark.sql.python.filterPushdown.enabled": "true", "spark.sql.session.timeZone": "UTC",
             "spark.driver.memory": "1g", "spark.python.worker.reuse": "true",
             "spark.python.unix.domain.socket.enabled": "true",
+            **daemon_conf(self.master, {"spark.pyspark.python": self.python}),  # (this interpreter's workers)
             **self.conf,
         }
         args = ["bash", os.path.join(self.spark_home, "sbin", "start-connect-server.sh"), "--master", self.master]
