@@ -15,13 +15,22 @@ it; lance_ops' local sessions set it when their workers run this interpreter
 Importing before the fork is safe for these modules: they start no thread that
 holds a lock across it -- pyarrow's jemalloc background thread and Arrow's
 thread pools reinitialise in a forked child (at-fork handlers), and pylance's
-runtime threads start on first use, in the worker.
+runtime threads start on first use, in the worker. pylance warns "lance is not
+fork-safe" on every fork once it is imported, used or not; the daemon never
+uses it, so it silences that one warning in itself (its workers, which do use
+pylance, keep it).
 """
 from __future__ import annotations
 
 import gc
+import os
 import sys
+import warnings
 import zipimport
+
+#: pylance's at-fork warning (lance/__init__.py), true of a process that ran
+#: pylance, not of this daemon, which only imported it.
+FORK_WARNING = "lance is not fork-safe"
 
 
 def _preload() -> None:
@@ -47,8 +56,23 @@ def _preload() -> None:
     gc.freeze()
 
 
+def _quiet_fork_warning() -> None:
+    """Ignore pylance's fork warning in the daemon; a forked worker drops the
+    filter again (it runs pylance and may fork in user code)."""
+    warnings.filterwarnings("ignore", message=FORK_WARNING, category=UserWarning)
+    entry = warnings.filters[0]
+
+    def restore() -> None:
+        if entry in warnings.filters:
+            warnings.filters.remove(entry)
+            warnings._filters_mutated()
+
+    os.register_at_fork(after_in_child=restore)
+
+
 if __name__ == "__main__":
     try:
+        _quiet_fork_warning()
         _preload()
     except ImportError:
         pass  # the stock daemon's behaviour: each task then fails with its own import error

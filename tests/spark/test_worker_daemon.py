@@ -45,18 +45,21 @@ def test_session_workers_fork_from_the_daemon_with_imports_frozen(spark):
     def probe(batches):
         import gc
         import sys as worker_sys
+        import warnings
 
         for _ in batches:
             pass
         yield pa.RecordBatch.from_pydict({
             "frozen": [gc.get_freeze_count()],
             "preloaded": ["lance_ops.spark.rowchanges" in worker_sys.modules and "lance.file" in worker_sys.modules],
+            # the daemon's filter of pylance's fork warning is not inherited
+            "filtered": [any(f[1] is not None and "fork-safe" in f[1].pattern for f in warnings.filters)],
         })
 
-    rows = spark.range(4, numPartitions=2).mapInArrow(probe, "frozen long, preloaded boolean").collect()
+    rows = spark.range(4, numPartitions=2).mapInArrow(probe, "frozen long, preloaded boolean, filtered boolean").collect()
     assert len(rows) == 2
     for row in rows:
-        assert row.preloaded, rows
+        assert row.preloaded and not row.filtered, rows
         assert row.frozen > 10_000, rows  # the daemon's imports, out of every worker's gc.collect()
 
 
@@ -74,3 +77,29 @@ def test_daemon_falls_back_to_the_stock_one_when_its_imports_fail(processes):
     ours = run("import sys, runpy; sys.modules['lance.file'] = None; "
                f"runpy.run_module({DAEMON_MODULE!r}, run_name='__main__')")
     assert ours == stock
+
+
+def test_daemon_forks_workers_without_pylances_fork_warning(processes):
+    # A worker forked from the daemon (a client connects and authenticates,
+    # as Spark does) must not make the daemon print pylance's "not fork-safe"
+    # warning: the daemon only imported pylance, never ran it.
+    import socket
+
+    proc = subprocess.Popen([sys.executable, "-m", DAEMON_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(os.environ, PYTHON_WORKER_FACTORY_SECRET="s"))
+    (port,) = struct.unpack("!i", proc.stdout.read(4))
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        f = sock.makefile("rwb")
+        (pid,) = struct.unpack("!i", f.read(4))  # the forked worker's pid
+        f.write(struct.pack("!i", 1) + b"s")
+        f.flush()
+        length = struct.unpack("!i", f.read(4))[0]
+        assert f.read(length) == b"ok" and pid > 0
+    proc.stdin.close()
+    proc.wait(timeout=60)
+    err = proc.stderr.read().decode()
+    assert "fork-safe" not in err, err
+    # the control: any other process that imported pylance warns when it forks
+    code = "import os, lance.file\nif os.fork() == 0: os._exit(0)\nos.wait()"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "lance is not fork-safe" in r.stderr, r.stderr
