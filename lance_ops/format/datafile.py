@@ -299,9 +299,11 @@ def file_arrow_schema(uri: str, storage_options, data_file: table_pb2.DataFile |
 
 
 def _file_info(uri: str, storage_options, data_file: table_pb2.DataFile | None = None,
-               name: str | None = None) -> tuple[pa.Schema, int]:
+               name: str | None = None, opened: dict | None = None) -> tuple[pa.Schema, int]:
     """(Arrow schema, row count) of a data file (cached); errors name ``name``
-    (the file in the table) or ``uri``."""
+    (the file in the table) or ``uri``. A reader opened to learn them goes
+    into ``opened[uri]`` for the caller to read with (an open costs about
+    as much as reading a small file)."""
     with _SCHEMA_CACHE_LOCK:
         s = _SCHEMA_CACHE.get(uri)
         if s is not None:
@@ -311,6 +313,8 @@ def _file_info(uri: str, storage_options, data_file: table_pb2.DataFile | None =
         reader = _lance_file().LanceFileReader(uri, storage_options=storage_options or None)
         meta = reader.metadata()
         s = (meta.schema, int(meta.num_rows))
+        if opened is not None:
+            opened[uri] = reader
     except BaseException as e:  # OSError / ValueError / RuntimeError / a Rust panic
         if not is_codec_failure(e):
             raise
@@ -565,6 +569,9 @@ class FragmentDataReader:
         self._files: list[tuple[object, list[str]]] = []
         #: codec URI -> the file's path in the table (for errors)
         self._names: dict[str, str] = {}
+        #: codec URI -> (reader of every column, the file's column names):
+        #: opened while planning, read with when those are the columns read
+        self._opened: dict[str, object] = {}
         self._build_plans()
 
     def _build_plans(self) -> None:
@@ -586,7 +593,9 @@ class FragmentDataReader:
                 arrow_schema = legacy_file_schema(where, rel, df)
             else:
                 uri = data_file_uri(where, rel, df)
-                arrow_schema, num_rows = _file_info(uri, where.codec_options, df, where.path(rel))
+                arrow_schema, num_rows = _file_info(uri, where.codec_options, df, where.path(rel), self._opened)
+                if uri in self._opened:
+                    self._opened[uri] = (self._opened[uri], arrow_schema.names)
                 if self.physical_rows and num_rows != self.physical_rows:
                     raise CorruptTableError(
                         f"data file holds {num_rows} rows but fragment {self.fragment.id} has "
@@ -661,7 +670,9 @@ class FragmentDataReader:
                 iters.append(rows_of(LegacyFileReader(*uri, columns=cols), batch_rows).to_batches())
                 continue
             try:
-                reader = lf.LanceFileReader(uri, storage_options=self.store.codec_options or None, columns=cols)
+                reader, every = self._opened.pop(uri, (None, None))
+                if reader is None or list(cols) != list(every):
+                    reader = lf.LanceFileReader(uri, storage_options=self.store.codec_options or None, columns=cols)
                 iters.append(_checked(rows_of(reader, batch_rows).to_batches(), self._names.get(uri, uri)))
             except BaseException as e:
                 if not is_codec_failure(e) or isinstance(e, LanceOpsError):

@@ -68,24 +68,66 @@ def _remap_indices(task: "IndexRemapTask", batches):
                                          names=["i", "meta"])
 
 
+#: Fragments of at most this many physical rows are read ahead on threads
+#: (whole, in order): opening a data file and decoding it run in pylance's
+#: native code without the GIL, and a group of thousands of tiny fragments
+#: (the streaming / CDC pattern) otherwise pays each file's open and read
+#: one after the other. Bigger fragments are streamed batch by batch.
+READ_AHEAD_ROWS = 16_384
+#: Threads and fragments in flight for the read-ahead.
+READ_AHEAD_THREADS = 4
+READ_AHEAD_WINDOW = 64
+
+
+def _group_batches(ctx: RewriteContext, fragments: list[bytes]):
+    """The batches of the group's fragments, in order (deleted rows dropped,
+    the current columns plus the row id / lineage columns when the table has
+    stable row ids); small fragments read ahead on threads."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = ctx.schema.names
+    meta = [ROW_ID, ROW_CREATED, ROW_UPDATED] if ctx.stable_row_ids else []
+
+    def batches(frag):
+        return scan_fragment(ctx.store, ctx.schema, FragmentScan(frag, names, meta, stable_row_ids=ctx.stable_row_ids))
+
+    frags = [table_pb2.DataFragment.FromString(raw) for raw in fragments]
+    with ThreadPoolExecutor(READ_AHEAD_THREADS, thread_name_prefix="lance_ops-read-ahead") as pool:
+        ahead: deque = deque()  # (fragment, future of its batches | None: streamed when its turn comes)
+        it = iter(frags)
+        try:
+            while True:
+                while len(ahead) < READ_AHEAD_WINDOW:
+                    frag = next(it, None)
+                    if frag is None:
+                        break
+                    small = frag.physical_rows <= READ_AHEAD_ROWS
+                    ahead.append((frag, pool.submit(lambda f: list(batches(f)), frag) if small else None))
+                if not ahead:
+                    return
+                frag, future = ahead.popleft()
+                yield from (future.result() if future is not None else batches(frag))
+        finally:
+            for _, future in ahead:
+                if future is not None:
+                    future.cancel()
+
+
 @executor_task
 def rewrite_group(ctx: RewriteContext, fragments: list[bytes]) -> list[bytes]:
     names = ctx.schema.names
-    meta = [ROW_ID, ROW_CREATED, ROW_UPDATED] if ctx.stable_row_ids else []
     sink = FragmentSink(ctx.store, ctx.schema, ctx.file_version, ctx.max_rows_per_fragment)
     out: list[bytes] = []
     try:
-        for raw in fragments:
-            frag = table_pb2.DataFragment.FromString(raw)
-            scan = FragmentScan(frag, names, meta, stable_row_ids=ctx.stable_row_ids)
-            for batch in scan_fragment(ctx.store, ctx.schema, scan):
-                data = batch.select(names)
-                if ctx.stable_row_ids:
-                    cols = {m: batch.column(m).to_numpy().astype(np.uint64) for m in meta}
-                    written = sink.write(data, cols[ROW_ID], cols[ROW_CREATED], cols[ROW_UPDATED])
-                else:
-                    written = sink.write(data)
-                out.extend(f.SerializeToString() for f in written)
+        for batch in _group_batches(ctx, fragments):
+            data = batch.select(names)
+            if ctx.stable_row_ids:
+                cols = {m: batch.column(m).to_numpy().astype(np.uint64) for m in (ROW_ID, ROW_CREATED, ROW_UPDATED)}
+                written = sink.write(data, cols[ROW_ID], cols[ROW_CREATED], cols[ROW_UPDATED])
+            else:
+                written = sink.write(data)
+            out.extend(f.SerializeToString() for f in written)
         out.extend(f.SerializeToString() for f in sink.finish())
     except BaseException:
         sink.abort()
