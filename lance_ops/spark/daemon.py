@@ -10,7 +10,7 @@ then freezes them out of the collector (``gc.freeze()``, what the Python docs
 advise before forking: the children's collections skip them and their pages
 stay shared). ``spark.python.daemon.module = lance_ops.spark.daemon`` selects
 it; lance_ops' local sessions set it when their workers run this interpreter
-(:func:`lance_ops.spark.workers.daemon_conf`; docs/guide/performance.md).
+(:func:`lance_ops.spark.workers.daemon_conf`; docs/getting-started.md).
 
 Importing before the fork is safe for these modules: they start no thread that
 holds a lock across it -- pyarrow's jemalloc background thread and Arrow's

@@ -68,15 +68,23 @@ def _remap_indices(task: "IndexRemapTask", batches):
                                          names=["i", "meta"])
 
 
-#: Fragments of at most this many physical rows are read ahead on threads
-#: (whole, in order): opening a data file and decoding it run in pylance's
-#: native code without the GIL, and a group of thousands of tiny fragments
-#: (the streaming / CDC pattern) otherwise pays each file's open and read
-#: one after the other. Bigger fragments are streamed batch by batch.
-READ_AHEAD_ROWS = 16_384
-#: Threads and fragments in flight for the read-ahead.
-READ_AHEAD_THREADS = 4
+#: Fragments whose data files hold at most this many bytes are read ahead on
+#: threads (whole, in order): opening a data file and decoding it run in
+#: pylance's native code without the GIL, and a group of thousands of tiny
+#: fragments (the streaming / CDC pattern) otherwise pays each file's open and
+#: read one after the other. Bigger fragments (or of unknown size) stream
+#: batch by batch.
+READ_AHEAD_FRAGMENT_BYTES = 2 * 1024 * 1024
+#: At most this many fragments and file bytes in flight, on this many threads.
 READ_AHEAD_WINDOW = 64
+READ_AHEAD_BYTES = 32 * 1024 * 1024
+READ_AHEAD_THREADS = 4
+
+
+def _file_bytes(frag: table_pb2.DataFragment) -> int:
+    """Bytes of the fragment's data files (0: some size is not recorded)."""
+    sizes = [df.file_size_bytes for df in frag.files]
+    return sum(sizes) if sizes and all(sizes) else 0
 
 
 def _group_batches(ctx: RewriteContext, fragments: list[bytes]):
@@ -92,24 +100,26 @@ def _group_batches(ctx: RewriteContext, fragments: list[bytes]):
     def batches(frag):
         return scan_fragment(ctx.store, ctx.schema, FragmentScan(frag, names, meta, stable_row_ids=ctx.stable_row_ids))
 
-    frags = [table_pb2.DataFragment.FromString(raw) for raw in fragments]
+    frags = deque(table_pb2.DataFragment.FromString(raw) for raw in fragments)
     with ThreadPoolExecutor(READ_AHEAD_THREADS, thread_name_prefix="lance_ops-read-ahead") as pool:
-        ahead: deque = deque()  # (fragment, future of its batches | None: streamed when its turn comes)
-        it = iter(frags)
+        ahead: deque = deque()  # (fragment, its bytes, future of its batches | None: streamed in its turn)
+        in_flight = 0
         try:
-            while True:
-                while len(ahead) < READ_AHEAD_WINDOW:
-                    frag = next(it, None)
-                    if frag is None:
+            while frags or ahead:
+                while frags and len(ahead) < READ_AHEAD_WINDOW:
+                    size = _file_bytes(frags[0])
+                    small = 0 < size <= READ_AHEAD_FRAGMENT_BYTES
+                    if small and in_flight + size > READ_AHEAD_BYTES:
                         break
-                    small = frag.physical_rows <= READ_AHEAD_ROWS
-                    ahead.append((frag, pool.submit(lambda f: list(batches(f)), frag) if small else None))
-                if not ahead:
-                    return
-                frag, future = ahead.popleft()
+                    frag = frags.popleft()
+                    in_flight += size if small else 0
+                    ahead.append((frag, size if small else 0,
+                                  pool.submit(lambda f: list(batches(f)), frag) if small else None))
+                frag, size, future = ahead.popleft()
                 yield from (future.result() if future is not None else batches(frag))
+                in_flight -= size
         finally:
-            for _, future in ahead:
+            for _, _, future in ahead:
                 if future is not None:
                     future.cancel()
 

@@ -56,8 +56,8 @@ def state(path):
         ([1000, 1000], ["id < 300"], {"targetRowsPerFragment": 1000, "materializeDeletions": False}),
         ([1000, 1000], ["id < 300"], {"targetRowsPerFragment": 1000, "materializeDeletionsThreshold": 0.5}),
         ([400, 400, 400, 400, 400, 400], ["id % 3 = 0"], {"targetRowsPerFragment": 500}),  # cuts by live rows
-        # fragments over rewrite.READ_AHEAD_ROWS streamed between small ones read ahead on threads, in order
-        ([20_000, 10, 10, 20_000, 10, 10], ["id % 7 = 3"], {}),
+        # fragments over rewrite.READ_AHEAD_FRAGMENT_BYTES streamed between small ones read ahead, in order
+        ([150_000, 10, 10, 150_000, 10, 10], ["id % 7 = 3"], {}),
     ],
 )
 def test_matches_pylance_compact_files(spark, tmp_path, sizes, deletes, kwargs):
