@@ -77,7 +77,7 @@ def _python_workers() -> list[int]:
         args = cmd.split(b"\0")
         # python -m pyspark.daemon / -m lance_ops.spark.daemon (not the JVM,
         # whose arguments name the daemon module in a --conf)
-        if b"-m" in args and any(a.endswith(b"spark.daemon") for a in args) or b"pyspark/worker" in cmd:
+        if (b"-m" in args and any(a.endswith(b"spark.daemon") for a in args)) or b"pyspark/worker" in cmd:
             pids.append(int(pid))
     return pids
 

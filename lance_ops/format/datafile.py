@@ -571,7 +571,7 @@ class FragmentDataReader:
         self._names: dict[str, str] = {}
         #: codec URI -> (reader of every column, the file's column names):
         #: opened while planning, read with when those are the columns read
-        self._opened: dict[str, object] = {}
+        self._opened: dict[str, tuple[object, list[str]]] = {}
         self._build_plans()
 
     def _build_plans(self) -> None:
@@ -593,9 +593,10 @@ class FragmentDataReader:
                 arrow_schema = legacy_file_schema(where, rel, df)
             else:
                 uri = data_file_uri(where, rel, df)
-                arrow_schema, num_rows = _file_info(uri, where.codec_options, df, where.path(rel), self._opened)
-                if uri in self._opened:
-                    self._opened[uri] = (self._opened[uri], arrow_schema.names)
+                opened: dict = {}
+                arrow_schema, num_rows = _file_info(uri, where.codec_options, df, where.path(rel), opened)
+                if uri in opened:
+                    self._opened[uri] = (opened[uri], arrow_schema.names)
                 if self.physical_rows and num_rows != self.physical_rows:
                     raise CorruptTableError(
                         f"data file holds {num_rows} rows but fragment {self.fragment.id} has "

@@ -65,7 +65,8 @@ def _quiet_fork_warning() -> None:
     def restore() -> None:
         if entry in warnings.filters:
             warnings.filters.remove(entry)
-            warnings._filters_mutated()
+            # (CPython's hook that drops cached decisions; absent elsewhere)
+            getattr(warnings, "_filters_mutated", lambda: None)()
 
     os.register_at_fork(after_in_child=restore)
 

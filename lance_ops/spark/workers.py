@@ -38,6 +38,11 @@ def worker_python(spark) -> tuple[str, str]:
     return "python3", "Spark's default (PYSPARK_PYTHON is not set)"
 
 
+def _is_this_interpreter(path: str) -> bool:
+    """Whether ``path`` (found on PATH) is the interpreter running lance_ops."""
+    return os.path.realpath(path) == os.path.realpath(sys.executable)
+
+
 def _probe(interpreter: str) -> str | None:
     """None when ``interpreter`` imports what the workers need, else why not."""
     if interpreter in _checked:
@@ -45,7 +50,7 @@ def _probe(interpreter: str) -> str | None:
     path = shutil.which(interpreter)
     if path is None:
         problem = "it is not found"
-    elif os.path.realpath(path) == os.path.realpath(sys.executable):
+    elif _is_this_interpreter(path):
         problem = None  # this very interpreter, which imported lance_ops
     else:
         try:
@@ -102,6 +107,4 @@ def daemon_conf(master: str | None, conf: dict | None = None) -> dict[str, str]:
         return {}
     interpreter = conf.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON") or sys.executable
     path = shutil.which(interpreter)
-    if path is None or os.path.realpath(path) != os.path.realpath(sys.executable):
-        return {}
-    return {DAEMON_MODULE_CONF: DAEMON_MODULE}
+    return {DAEMON_MODULE_CONF: DAEMON_MODULE} if path is not None and _is_this_interpreter(path) else {}
