@@ -448,7 +448,13 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
     used: set[str] = set()
     probes: dict[tuple[int, str], object] = {}
     masks: dict[tuple[int, str], np.ndarray] = {}
+    vetoes = _zone_vetoes(conjuncts, by_col, masks)
     for frag in fragments:
+        veto = next((ix for ix, kept in vetoes if kept.get(frag.id, True) is False and frag.id in ix.covered), None)
+        if veto is not None:  # (no zone of it may match a conjunct: what the loop below finds, sooner)
+            used.add(veto.name)
+            skipped.append(frag.id)
+            continue
         phys = frag.physical_rows
         current: list[Range] = [(0, phys)]
         for ci, c in enumerate(conjuncts):
@@ -506,6 +512,28 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
         else:
             skipped.append(frag.id)
     return SkipPlan(ranges, skipped, sorted(used))
+
+
+def _zone_vetoes(conjuncts: list[Conjunct], by_col: dict, masks: dict) -> list[tuple[ColumnIndex, dict]]:
+    """For each conjunct and zone map on its column: (the index, fragment id
+    -> whether any of its zones may match). A fragment with no such zone is
+    skipped whatever the other conjuncts say -- the loop of :func:`plan`
+    would build its row ranges conjunct by conjunct to find out; a selective
+    plan over thousands of fragments skips almost all of them this way, one
+    lookup each. ``masks``: the zone masks, shared with that loop."""
+    out = []
+    for ci, c in enumerate(conjuncts):
+        for ix in by_col.get(c.column, ()):
+            zs = ix.zones
+            if ix.btree is not None or ix.bitmap is not None or zs is None or not len(zs):
+                continue
+            key = (ci, ix.name)
+            if key not in masks:
+                masks[key] = zonearrays.may_match(zs, c, pa.types.is_floating(ix.arrow_type))
+            kept = np.logical_or.reduceat(masks[key], zs.offsets[:-1])
+            if not kept.all():
+                out.append((ix, dict(zip(zs.fragments.tolist(), kept.tolist()))))
+    return out
 
 
 def _bloom_keep(zs: ZoneArrays, at: tuple[int, int], keep: np.ndarray, hashes) -> np.ndarray:

@@ -8,6 +8,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..format.scan import METADATA_COLUMNS, ROW_ADDR
+from ..spark.background import in_background
 from ..spark.errors import executor_errors
 from ..spark.frames import empty_frame, keeps_scan_partitions, table_spark_schema, total_cores
 from ..spark.journal import journaled
@@ -78,10 +79,13 @@ def run_merge_aligned(spark, target: DataFrame, candidates, ctx: ChangeContext,
         return None
     with journaled(ctx.store, bool(ctx.checks)) as token, executor_errors():
         ctx.journal = token
+        # (the candidates' frame is analyzed -- JVM round trips, no job -- while the scan job runs)
+        building = in_background(spark, candidates) if candidates is not None else None
         rows = [(r[0], bytes(r[1])) for r in target.mapInArrow(aligned_changes(ctx, matched_ids=True), RESULT_SCHEMA).collect()]
         matched = matched_source_ids(rows)
-        if candidates is not None and len(matched) < source_rows:
-            inserted = candidates().mapInArrow(merge_inserts(ctx, matched.tobytes()), RESULT_SCHEMA).collect()
+        frame = building.result() if building is not None else None
+        if frame is not None and len(matched) < source_rows:
+            inserted = frame.mapInArrow(merge_inserts(ctx, matched.tobytes()), RESULT_SCHEMA).collect()
             rows += [(r[0], bytes(r[1])) for r in inserted]
         return ChangeSet.from_rows(rows)
 

@@ -210,6 +210,40 @@ def test_bloom_zones_plan_as_zone_by_zone():
         assert plan(frags, [ix], [c]).ranges == want, c
 
 
+@pytest.mark.parametrize("t", [pa.int64(), pa.float64(), pa.string()], ids=str)
+def test_plans_of_several_conjuncts_as_zone_by_zone(t):
+    """Several conjuncts over two zone maps of one column, fragments with
+    and without zones, covered or not: a fragment's ranges are the
+    intersection, conjunct by conjunct, of the zone-by-zone tiling (plan()
+    skips at once a fragment none of whose zones may match one of them)."""
+    rng = random.Random(11)
+    for trial in range(40):
+        table = _zonemap(rng, t, 30)
+        tables = [table, _zonemap(rng, t, 30)]
+        refs = [zonemap_zones(x) for x in tables]
+        frags = [_frag(f, rng.choice([0, 8192, 10**6 + 8192])) for f in range(14)]
+        ixs = [ColumnIndex(f"z{k}", "x", t, set(rng.sample(range(14), 10)), ZoneArrays.from_zonemap(x))
+               for k, x in enumerate(tables)][:rng.choice([1, 2])]
+        conj = rng.sample(_conjuncts(rng, t), rng.choice([1, 2, 3]))
+        want = {}
+        for f in frags:
+            current = [(0, f.physical_rows)]
+            for c in conj:
+                for ix, ref in zip(ixs, refs):
+                    mine = sorted((z for z in ref if z.fragment_id == f.id), key=lambda z: z.start)
+                    if f.id not in ix.covered or not mine:
+                        continue
+                    rs = _merge([r for z, r in _tile(mine, f.physical_rows)
+                                 if zone_may_match(z, c, pa.types.is_floating(t))])
+                    current = [r for a in current for b in rs
+                               for r in [(max(a[0], b[0]), min(a[1], b[1]))] if r[0] < r[1]]
+            if current:
+                want[f.id] = current
+        got = plan(frags, ixs, conj)
+        assert got.ranges == want, (trial, conj)
+        assert sorted(got.skipped) == sorted(set(range(14)) - set(want)), (trial, conj)
+
+
 def _plan_peak(tmp_path, name, zones_per_fragment):
     """Traced peak (bytes) of a warm ``skip_plan`` over a ZONEMAP of 40
     fragments x ``zones_per_fragment`` zones (written as pylance lays it out)."""
