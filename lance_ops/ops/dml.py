@@ -62,7 +62,7 @@ def run_aligned_changes(spark, requests: DataFrame, ctx: ChangeContext) -> Chang
 
 
 def run_merge_aligned(spark, target: DataFrame, candidates, ctx: ChangeContext,
-                      source_rows: int, check_plan: bool = True) -> ChangeSet | None:
+                      source_rows: int, check_plan: bool = True, one_task: bool = False) -> ChangeSet | None:
     """A merge without a shuffle (broadcast strategy, the target scanned with
     ``split_fragments=False``): each scan task changes the fragments it read
     (:func:`~lance_ops.spark.rowchanges.aligned_changes`) and reports the
@@ -74,11 +74,21 @@ def run_merge_aligned(spark, target: DataFrame, candidates, ctx: ChangeContext,
     the first's files too. None when the target's plan does not keep its scan
     partitions (the caller then shuffles by fragment); ``check_plan=False``:
     the caller knows it does (its tasks still refuse a fragment seen out of
-    order, and the driver one changed by two tasks)."""
+    order, and the driver one changed by two tasks).
+
+    ``one_task``: the target scan is one task (a small merge into a few
+    fragments, the CDC pattern): the candidates then follow the target's
+    requests into that same task (a union read by one task: ``coalesce(1)``
+    merges partitions without a shuffle), which writes the inserts once it
+    has seen every matched pair -- one job where there were two."""
     if check_plan and not keeps_scan_partitions(target):
         return None
     with journaled(ctx.store, bool(ctx.checks)) as token, executor_errors():
         ctx.journal = token
+        if one_task and candidates is not None:
+            together = target.unionByName(candidates()).coalesce(1)
+            rows = together.mapInArrow(aligned_changes(ctx, matched_ids=True, inserts=True), RESULT_SCHEMA).collect()
+            return ChangeSet.from_rows([(r[0], bytes(r[1])) for r in rows])
         # (the candidates' frame is analyzed -- JVM round trips, no job -- while the scan job runs)
         building = in_background(spark, candidates) if candidates is not None else None
         rows = [(r[0], bytes(r[1])) for r in target.mapInArrow(aligned_changes(ctx, matched_ids=True), RESULT_SCHEMA).collect()]

@@ -342,7 +342,7 @@ def merge(spark, snapshot: Snapshot, source: DataFrame, condition, clauses: list
             changes = None
             if work.aligned is not None:
                 changes = run_merge_aligned(spark, work.aligned, work.candidates, ctx, source_rows,
-                                            check_plan=plan.may_regroup())
+                                            check_plan=plan.may_regroup(), one_task=plan.scan_tasks <= 1)
             if changes is None:
                 if work.aligned is not None:
                     plan.strategy = "broadcast, shuffled by fragment"
@@ -444,8 +444,9 @@ class MergeWork:
     source_rows: int
     grouped: Callable[[], tuple]
     aligned: DataFrame | None = None
-    #: builds the insert candidates (only needed when some source row was
-    #: not matched: an all-matched upsert never builds them)
+    #: builds the insert candidates (analyzed while the target scan runs;
+    #: run only when some source row was not matched, or in the scan's own
+    #: task when the scan has one)
     candidates: Callable[[], DataFrame] | None = None
 
 
@@ -511,6 +512,8 @@ class MergePlan:
         #: The source key range the target was restricted to (None: not pruned).
         self.pruned_by: str | None = None
         self.reads_nothing = False
+        #: how many tasks the target scan has (set by :meth:`_target`)
+        self.scan_tasks = 0
         self._src_types: dict | None = None
         self._sections: dict[str, str] | None = None
         #: the target columns read (:meth:`analyze`) and how that analysis
@@ -695,9 +698,10 @@ class MergePlan:
 
             self._bounds_dir = self._bounds_dir or tempfile.mkdtemp(prefix="lance_ops-bounds-")
             record = ([t for t, _s in bounds.keys if t in on_disk], self._bounds_dir)
-        target = planned_scan_frame(self.spark, self.disk, [c for c in narrow if c in on_disk], [ROW_ADDR],
-                                    pushed, split_fragments=not whole_fragments, skip_report=self.report.path,
-                                    key_filter=bounds.key_filter, record_bounds=record)
+        target, self.scan_tasks = planned_scan_frame(
+            self.spark, self.disk, [c for c in narrow if c in on_disk], [ROW_ADDR], pushed,
+            split_fragments=not whole_fragments, skip_report=self.report.path, key_filter=bounds.key_filter,
+            record_bounds=record)
         if bounds.keys:
             self.pruned_by = bounds.describe()
             if bounds.matches_nothing:

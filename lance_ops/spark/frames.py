@@ -354,8 +354,8 @@ def scan_frame(spark, snapshot: Snapshot, columns: list[str] | None, metadata=(R
 
 def planned_scan_frame(spark, snapshot: Snapshot, columns: list[str], metadata=(ROW_ADDR,), filters=(),
                        split_fragments: bool = True, skip_report: str | None = None,
-                       key_filter=None, record_bounds: tuple[list[str], str] | None = None) -> DataFrame:
-    """:func:`scan_frame`'s read, planned here in the driver: the ``lance``
+                       key_filter=None, record_bounds: tuple[list[str], str] | None = None) -> tuple[DataFrame, int]:
+    """(:func:`scan_frame`'s read, its number of tasks), planned here in the driver: the ``lance``
     data source's reader gets ``filters`` (``pyspark.sql.datasource``
     filters, as Spark would push them: data skipping prunes by them, the
     tasks drop rows by them early) and its partitions become the tasks of
@@ -382,8 +382,8 @@ def planned_scan_frame(spark, snapshot: Snapshot, columns: list[str], metadata=(
         pass
     parts = [p for p in reader.partitions() if p.pieces]
     if not parts:
-        return empty_frame(spark, schema)
-    return task_frame(spark, parts, lambda part: reader.read(part), schema)
+        return empty_frame(spark, schema), 0
+    return task_frame(spark, parts, lambda part: reader.read(part), schema), len(parts)
 
 
 class SkipReport:

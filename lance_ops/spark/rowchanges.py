@@ -203,7 +203,7 @@ def fragment_changes(ctx: ChangeContext):
     return run
 
 
-def aligned_changes(ctx: ChangeContext, matched_ids: bool = False):
+def aligned_changes(ctx: ChangeContext, matched_ids: bool = False, inserts: bool = False):
     """``mapInArrow`` function over requests straight from a scan whose tasks
     read whole fragments in order (``split_fragments=False``): handles each
     fragment as soon as its requests are complete and writes the rewritten rows
@@ -213,7 +213,13 @@ def aligned_changes(ctx: ChangeContext, matched_ids: bool = False):
     target row no source row matched) and a matched pair no clause applies to
     comes with a null action; the task reports the source ids it saw matched
     (one :data:`MATCHED_IDS` row) -- the inserts are the source rows no task
-    saw -- and changes only the rows with an action."""
+    saw -- and changes only the rows with an action.
+
+    ``inserts`` (merge, with ``matched_ids``; the task reads the whole
+    target scan): the rows also hold the insert candidates (null row
+    address, anywhere in the stream); once every request is handled, the
+    candidates no request matched are written as :func:`merge_inserts`
+    writes them, in this task."""
     schemas = _Schemas(ctx)
 
     @executor_task
@@ -222,6 +228,7 @@ def aligned_changes(ctx: ChangeContext, matched_ids: bool = False):
         done: set[int] = set()
         current, pending = None, []
         seen: list[np.ndarray] = []
+        candidates: list[pa.RecordBatch] = []
 
         def flush():
             if current is not None and pending:
@@ -229,6 +236,10 @@ def aligned_changes(ctx: ChangeContext, matched_ids: bool = False):
 
         try:
             for b in batches:
+                if inserts and b.num_rows and b.column(ROW_ADDR).null_count:
+                    addr = b.column(ROW_ADDR)
+                    candidates.append(b.filter(addr.is_null()))
+                    b = b.filter(addr.is_valid())
                 if matched_ids and b.num_rows:
                     seen.append(_present(b.column(SOURCE_ID)))
                     b = _with_action(b)
@@ -247,9 +258,11 @@ def aligned_changes(ctx: ChangeContext, matched_ids: bool = False):
                         current, pending = fid, []
                     pending.append(b.slice(lo, hi - lo))
             flush()
+            ids = np.unique(np.concatenate(seen)) if seen else np.zeros(0, np.int64)
+            for c in candidates:
+                _write_inserts(ctx, schemas, writer, c, ids)
             yield from writer.finish()
             if matched_ids:
-                ids = np.unique(np.concatenate(seen)) if seen else np.zeros(0, np.int64)
                 yield pa.RecordBatch.from_arrays(
                     [pa.array([MATCHED_IDS], pa.string()), pa.array([ids.astype(np.int64).tobytes()], pa.binary())],
                     names=["kind", "payload"])
@@ -296,25 +309,33 @@ def merge_inserts(ctx: ChangeContext, matched: bytes):
         writer = _ChangeWriter(ctx)
         try:
             for b in batches:
-                if not b.num_rows:
-                    continue
-                if len(taken):
-                    ids = _array(b.column(SOURCE_ID)).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-                    at = np.minimum(np.searchsorted(taken, ids), len(taken) - 1)
-                    b = b.filter(pa.array(taken[at] != ids))
-                    if not b.num_rows:
-                        continue
-                table = pa.Table.from_batches([b])
-                if ctx.checks:
-                    enforce(table, ctx.checks, row_columns=[f.name for f in ctx.table_spark.fields])
-                for part in _inserts(table, schemas.out).to_batches():
-                    writer.add(part)
+                _write_inserts(ctx, schemas, writer, b, taken)
             yield from writer.finish()
         except BaseException:
             writer.abort()
             raise
 
     return run
+
+
+def _write_inserts(ctx: ChangeContext, schemas: _Schemas, writer: "_ChangeWriter", b: pa.RecordBatch,
+                   taken: np.ndarray) -> None:
+    """The insert candidates of ``b`` whose source id is not in ``taken``
+    (sorted: the source rows some target row matched), constraints checked,
+    into ``writer``."""
+    if not b.num_rows:
+        return
+    if len(taken):
+        ids = _array(b.column(SOURCE_ID)).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        at = np.minimum(np.searchsorted(taken, ids), len(taken) - 1)
+        b = b.filter(pa.array(taken[at] != ids))
+        if not b.num_rows:
+            return
+    table = pa.Table.from_batches([b])
+    if ctx.checks:
+        enforce(table, ctx.checks, row_columns=[f.name for f in ctx.table_spark.fields])
+    for part in _inserts(table, schemas.out).to_batches():
+        writer.add(part)
 
 
 def _unmatched(table: pa.Table) -> pa.Table:
