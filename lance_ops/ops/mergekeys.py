@@ -328,8 +328,9 @@ def _source_stats(source: DataFrame, cols: list[str], sets: list[str], bloom: st
 
     ``local``: the source is data the client sent with its plan (a bare
     ``LocalRelation``: ``spark.createDataFrame`` of a CDC micro-batch, say).
-    Up to :data:`LOCAL_SOURCE_ROWS` of its key columns are then read as Arrow
-    (the optimizer folds the limit into the local data: no statistics job)
+    Up to :data:`LOCAL_SOURCE_ROWS` of its key columns are then read in the
+    driver (:func:`_local_table`; the optimizer folds the limit into the
+    local data: no statistics job)
     and the same statistics computed here; a bigger one runs the job."""
     import pickle
 
@@ -340,7 +341,7 @@ def _source_stats(source: DataFrame, cols: list[str], sets: list[str], bloom: st
     frame = source.selectExpr(*[quoted(c) for c in cols] or ["1 AS _one"])
     set_cols = set(sets) | ({bloom} if bloom is not None else set())
     if local:
-        table = frame.limit(LOCAL_SOURCE_ROWS + 1).toArrow()
+        table = _local_table(frame.limit(LOCAL_SOURCE_ROWS + 1))
         if table.num_rows <= LOCAL_SOURCE_ROWS:
             return _Stats([_partial_stats(table.to_batches(), cols, set_cols, bloom, 1)], cols, sets, bloom)
     slots = max(1, 2 * total_cores(source.sparkSession))
@@ -360,6 +361,31 @@ def _source_stats(source: DataFrame, cols: list[str], sets: list[str], bloom: st
 #: A local source (:func:`_source_stats`) of up to this many rows has its
 #: statistics computed in the driver from its key columns.
 LOCAL_SOURCE_ROWS = 10_000
+
+#: Key types whose values a ``Row`` holds exactly (:func:`_local_table`).
+_ROW_EXACT = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.StringType,
+              T.BinaryType, T.BooleanType, T.DateType, T.DecimalType)
+
+
+def _local_table(frame: DataFrame):
+    """A frame over local data (a ``LocalRelation``), as Arrow. On a classic
+    session ``collect()`` returns such a frame's rows from the driver, no job
+    run, where ``toArrow()`` runs one (~0.06 s, a tenth of a small merge);
+    the rows become Arrow columns of the types ``toArrow`` gives -- for
+    types a ``Row`` holds exactly. Timestamps (a ``Row`` holds them in the
+    session's time zone), nested types and Spark Connect (where ``toArrow``
+    of local data runs no job either) take ``toArrow``."""
+    import pyarrow as pa
+
+    from ..spark.jvm import is_connect
+
+    if is_connect(frame.sparkSession) or not all(isinstance(f.dataType, _ROW_EXACT) for f in frame.schema.fields):
+        return frame.toArrow()
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(frame.schema, prefers_large_types=True)
+    rows = frame.collect()
+    return pa.table([pa.array([r[i] for r in rows], f.type) for i, f in enumerate(schema)], schema=schema)
 
 
 def _partial_stats(batches, cols: list[str], set_cols: set, bloom: str | None, slots: int) -> dict:

@@ -415,7 +415,7 @@ def test_merge_into_a_scan_of_several_tasks_writes_inserts_after_it(spark, tmp_p
     for p in (ours, ref):
         lance.write_dataset(base, p, max_rows_per_file=70_000)
     t = LanceTable(spark, ours)
-    for keys, inserted, stages_run in (([5, 69_999, 70_000, 150_001, n + 3, n + 9], 2, 4), ([7, 140_007], 0, 3)):
+    for keys, inserted, stages_run in (([5, 69_999, 70_000, 150_001, n + 3, n + 9], 2, 3), ([7, 140_007], 0, 2)):
         src = pa.table({"id": pa.array(keys, pa.int64()), "v": pa.array([1.0 + k for k in keys])})
         with StageCounter() as stages:
             info = committed(t, t.merge(spark.createDataFrame(src), "t.id = s.id").whenMatchedUpdateAll()
@@ -426,8 +426,46 @@ def test_merge_into_a_scan_of_several_tasks_writes_inserts_after_it(spark, tmp_p
         assert (info.metrics["numUpdatedRows"], info.metrics["numInsertedRows"]) == \
             (r["num_updated_rows"], r["num_inserted_rows"]) == (len(keys) - inserted, inserted)
         assert info.metrics["numFragmentsScanned"] >= 3
-        # (the source's key columns read as Arrow, the broadcast, the scan's 3 tasks[, the inserts])
+        # (the broadcast, the scan's 3 tasks[, the inserts]; the local source's keys are read with no job)
         _assert_stages(spark, stages, stages_run)
+
+
+def test_local_source_statistics_equal_the_jobs_for_every_key_type(spark):
+    """The statistics of a local source read in the driver -- its rows
+    collected (no job) for the key types a Row holds exactly, ``toArrow``
+    for timestamps -- are the statistics job's: count, bounds, key sets and
+    the bloom filter, nulls, NaN, -0.0, extremes and unicode included."""
+    import datetime
+    import decimal
+
+    from lance_ops.ops.mergekeys import _source_stats
+
+    n = 300
+    rng = random.Random(5)
+    rows = []
+    for i in range(n):
+        rows.append((
+            None if i % 17 == 0 else rng.choice([-(2**63), 2**63 - 1, 0, i * 7919]),
+            None if i % 13 == 0 else rng.randrange(-2**31, 2**31),
+            None if i % 11 == 0 else rng.choice(["", "a", "é", "日本", "\U0001f600", f"k{i}"]),
+            None if i % 7 == 0 else datetime.date(1970, 1, 1) + datetime.timedelta(days=rng.randrange(-9000, 30000)),
+            None if i % 5 == 0 else decimal.Decimal(rng.randrange(-10**9, 10**9)) / 100,
+            None if i % 9 == 0 else rng.choice([float("nan"), -0.0, 0.0, 1.5, float("inf"), -1e300]),
+            None if i % 4 == 0 else bytes([i % 256, 7]),
+            None if i % 3 == 0 else datetime.datetime(2024, 3, 1, tzinfo=datetime.timezone.utc)
+            + datetime.timedelta(seconds=rng.randrange(10**8)),
+        ))
+    schema = "l long, i int, s string, d date, m decimal(12,2), f double, b binary, ts timestamp"
+    source = spark.createDataFrame(rows, schema)
+    cols = ["l", "i", "s", "d", "m", "f", "b", "ts"]
+    for sets, bloom in ((cols, None), (["s"], "l")):
+        local, job = (_source_stats(source, cols, sets, bloom, local=flag) for flag in (True, False))
+        assert (local.rows, local.bounds) == (job.rows, job.bounds) == (n, local.bounds)
+        # (as sets of reprs: each task's NaN is a key of its own in a Python set)
+        assert {c: None if v is None else sorted(set(map(repr, v))) for c, v in local.key_sets.items()} == \
+            {c: None if v is None else sorted(set(map(repr, v))) for c, v in job.key_sets.items()}
+        if bloom is not None:
+            assert local.key_filter(bloom) == job.key_filter(bloom)
 
 
 def test_merge_statistics_of_a_local_source_come_from_its_arrow_data(spark, indexed, tmp_path, monkeypatch):
@@ -467,9 +505,9 @@ def test_merge_statistics_of_a_local_source_come_from_its_arrow_data(spark, inde
     for k in ("numFragmentsScanned", "numFragmentsSkipped", "numRowsScanned"):
         assert local[1][k] == job[1][k], k
     if not jvm.is_connect(spark):
-        # no statistics stage: the local data is read in the driver (broadcast; scan + rewrite + inserts,
-        # the scan being one task)
-        assert (local[3], job[3]) == (3, 4)
+        # no statistics stage: the local data is read in the driver, collected with no job (then: the
+        # broadcast; scan + rewrite + inserts, the scan being one task)
+        assert (local[3], job[3]) == (2, 3)
 
 
 def _rows_any_order(path):
