@@ -179,32 +179,46 @@ def _create_stages(ctx: Context, ds: data.Dataset, section: Section, ours: Timin
     encode + write). Their floor = hand-off + encode; the rest of lance_ops'
     create is what its tasks add around the encoder (batch re-chunking,
     per-fragment files, the write journal) and the commit."""
-    spark = ctx.spark
     held = {"table": ds.arrow().to_table()}  # (decoded once, outside the timings)
     path = ctx.scratch("create-stages-pylance.lance")
+    _stage_floor(
+        ctx, section, ours, lambda: ctx.spark.read.parquet(ds.parquet),
+        lambda: lance.write_dataset(held["table"], path, max_rows_per_file=ds.rows_per_fragment,
+                                    enable_stable_row_ids=True),
+        lambda: remove(path),
+        what=("create", f"{ds.rows:,} rows, {len(ds.arrow().files)} Parquet files", "scan", "every column",
+              "encoding + writing", " (task-side batching and files, the commit)"),
+        row=("create from Parquet", "scan + hand-off + pylance encode"))
+    held.clear()
 
+
+def _stage_floor(ctx: Context, section: Section, ours: Timing, source, encode, reset, what: tuple, row: tuple) -> None:
+    """Time ``source()`` (a DataFrame) to ``noop`` (the JVM scan) and handed
+    to Python tasks (scan + hand-off), and ``encode()`` (pylance writing its
+    rows from memory; ``reset()`` before each run); note them and add the row
+    of ``ours`` against the floor = hand-off + encode. ``what``: (operation,
+    sizes, the scan, the columns handed off, what pylance does, a tail for
+    the note); ``row``: (measurement, peer)."""
     t = ctx.interleave(
         {
-            "scan": lambda: spark.read.parquet(ds.parquet).write.format("noop").mode("overwrite").save(),
-            "handoff": lambda: spark.read.parquet(ds.parquet).mapInArrow(_row_counter(), "n long").collect(),
-            "encode": lambda: lance.write_dataset(held["table"], path, max_rows_per_file=ds.rows_per_fragment,
-                                                  enable_stable_row_ids=True),
+            "scan": lambda: source().write.format("noop").mode("overwrite").save(),
+            "handoff": lambda: source().mapInArrow(_row_counter(), "n long").collect(),
+            "encode": encode,
         },
         warmup=True,
-        setup=lambda name: remove(path) if name == "encode" else None,
+        setup=lambda name: reset() if name == "encode" else None,
     )
-    held.clear()
-    scan, handoff, encode = t["scan"].best, t["handoff"].best, t["encode"].best
-    floor = Timing([handoff + encode])
+    scan, handoff, enc = t["scan"].best, t["handoff"].best, t["encode"].best
+    floor = Timing([handoff + enc])
+    op, sizes, scanned, handed, doing, tail = what
     section.note(
-        f"create, stage by stage ({ds.rows:,} rows, {len(ds.arrow().files)} Parquet files): Spark's scan to `noop` "
-        f"{scan:.2f} s; + the JVM -> Python hand-off of every column {handoff - scan:.2f} s (scan + hand-off "
-        f"{handoff:.2f} s); pylance encoding + writing the same rows from memory in one process {encode:.2f} s. "
-        f"Floor = {handoff:.2f} + {encode:.2f} = {floor.best:.2f} s; lance_ops' create {ours.best:.2f} s spends "
-        f"{ours.best - floor.best:+.2f} s beyond it (task-side batching and files, the commit)"
+        f"{op}, stage by stage ({sizes}): Spark's {scanned} to `noop` {scan:.2f} s; + the JVM -> Python hand-off of "
+        f"{handed} {handoff - scan:.2f} s (scan + hand-off {handoff:.2f} s); pylance {doing} the same rows from "
+        f"memory in one process {enc:.2f} s. Floor = {handoff:.2f} + {enc:.2f} = {floor.best:.2f} s; lance_ops' "
+        f"{op} {ours.best:.2f} s spends {ours.best - floor.best:+.2f} s beyond it{tail}"
     )
-    section.add(Result("create from Parquet vs its stage floor", ours, "scan + hand-off + pylance encode", floor,
-                       "time", STAGE_GOAL, "floor: the three stages measured in this run (note above)"))
+    section.add(Result(f"{row[0]} vs its stage floor", ours, row[1], floor, "time", STAGE_GOAL,
+                       "floor: the three stages measured in this run (note above)"))
 
 
 def _append(ctx: Context, ds: data.Dataset, section: Section) -> None:
@@ -243,31 +257,16 @@ def _append_stages(ctx: Context, ds: data.Dataset, section: Section, ours: Timin
     filtered scan handed to Python tasks (scan + hand-off of the appended
     rows); pylance appending those rows, already decoded in memory, to a
     fresh copy of its table in this process (encode + write + commit)."""
-    spark = ctx.spark
     held = {"table": data.every_tenth_row(ds).to_table()}  # (decoded once, outside the timings)
     path = ctx.scratch("append-stages-pylance.lance")
-
-    t = ctx.interleave(
-        {
-            "scan": lambda: spark.read.parquet(ds.parquet).where(APPEND_FILTER).write.format("noop").mode("overwrite").save(),
-            "handoff": lambda: spark.read.parquet(ds.parquet).where(APPEND_FILTER).mapInArrow(_row_counter(), "n long").collect(),
-            "encode": lambda: lance.write_dataset(held["table"], path, mode="append", max_rows_per_file=ds.rows_per_fragment),
-        },
-        warmup=True,
-        setup=lambda name: data.fresh_copy(pylance_base, path) if name == "encode" else None,
-    )
+    _stage_floor(
+        ctx, section, ours, lambda: ctx.spark.read.parquet(ds.parquet).where(APPEND_FILTER),
+        lambda: lance.write_dataset(held["table"], path, mode="append", max_rows_per_file=ds.rows_per_fragment),
+        lambda: data.fresh_copy(pylance_base, path),
+        what=("append", f"{len(range(0, ds.rows, 10)):,} of {ds.rows:,} rows", "filtered scan", "the appended rows",
+              "appending", ""),
+        row=("append 10% of rows", "filtered scan + hand-off + pylance append"))
     held.clear()
-    scan, handoff, encode = t["scan"].best, t["handoff"].best, t["encode"].best
-    floor = Timing([handoff + encode])
-    section.note(
-        f"append, stage by stage ({len(range(0, ds.rows, 10)):,} of {ds.rows:,} rows): Spark's filtered scan to `noop` "
-        f"{scan:.2f} s; + the JVM -> Python hand-off of the appended rows {handoff - scan:.2f} s (scan + hand-off "
-        f"{handoff:.2f} s); pylance appending the same rows from memory in one process {encode:.2f} s. "
-        f"Floor = {handoff:.2f} + {encode:.2f} = {floor.best:.2f} s; lance_ops' append {ours.best:.2f} s spends "
-        f"{ours.best - floor.best:+.2f} s beyond it"
-    )
-    section.add(Result("append 10% of rows vs its stage floor", ours, "filtered scan + hand-off + pylance append", floor,
-                       "time", STAGE_GOAL, "floor: the three stages measured in this run (note above)"))
 
 
 def _fragments(path: str) -> int:
