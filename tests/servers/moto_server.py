@@ -13,7 +13,13 @@ Conditional S3 requests (``If-None-Match`` / ``If-Match``) are served one at a
 time: moto checks the condition, then writes, so two concurrent
 ``If-None-Match: *`` PUTs of one name can both succeed there (seen under load:
 six concurrent committers, one commit overwritten). S3 decides them
-atomically; serializing them here gives the tests S3's guarantee.
+atomically; serializing them here gives the tests S3's guarantee. DynamoDB
+writes likewise: moto's ``PutItem`` reads the item, evaluates the
+``ConditionExpression``, then stores, with no lock (its server is threaded),
+so two concurrent put-if-not-exists claims of one version could both succeed
+(seen once in CI: six committers through ``s3+ddb://``, one version reported
+by two writers); DynamoDB decides a conditional write atomically, so the
+write requests (:data:`DDB_WRITES`) are served one at a time here.
 """
 from __future__ import annotations
 
@@ -29,13 +35,18 @@ from werkzeug.serving import make_server
 #: Buckets whose S3 requests lose their If-None-Match header.
 IGNORING_PREFIX = "nocond"
 
+#: DynamoDB requests that write (conditionally or not): served one at a time.
+DDB_WRITES = frozenset({"ddb.PutItem", "ddb.UpdateItem", "ddb.DeleteItem", "ddb.BatchWriteItem",
+                        "ddb.TransactWriteItems"})
+
 
 class Counting:
     def __init__(self, app):
         self.app = app
         self.counts: Counter = Counter()
         self.lock = threading.Lock()
-        #: Held while a conditional S3 request is served (see the module docstring).
+        #: Held while a conditional S3 request or a DynamoDB write is served
+        #: (see the module docstring).
         self.conditional = threading.Lock()
 
     def kind(self, environ) -> str:
@@ -64,7 +75,7 @@ class Counting:
             self.counts[kind] += 1
         if kind.startswith("s3.") and environ.get("PATH_INFO", "/").lstrip("/").startswith(IGNORING_PREFIX):
             environ.pop("HTTP_IF_NONE_MATCH", None)
-        if kind.startswith("s3.") and ("HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MATCH" in environ):
+        if kind in DDB_WRITES or (kind.startswith("s3.") and ("HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MATCH" in environ)):
             with self.conditional:
                 # (the whole response inside the lock: moto writes while building it)
                 return list(self.app(environ, start_response))
