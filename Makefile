@@ -66,7 +66,8 @@ CONNECT_SUITES := tests/spark/test_write_interop.py tests/spark/test_read_pylanc
 # `make test` (what CI runs): the whole suite -- every tier -- and, alongside
 # it, the Connect pass (scripts/test_passes.sh). The classic pass runs on
 # TEST_WORKERS pytest-xdist workers (each its own local[2] Spark session and
-# servers; a file's tests stay on one worker, sharing its module fixtures;
+# servers; a file's tests stay on one worker, sharing its module fixtures,
+# and the files using the Spark Connect server share the worker's one;
 # files in the order tests/conftest.py gives them, heaviest tiers first).
 TEST_WORKERS ?= 2
 XDIST := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder,)

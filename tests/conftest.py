@@ -86,6 +86,18 @@ def _connect_spark(tmp_path_factory):
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory):
+    """A Spark Connect server (local[2]) on 127.0.0.1 for the whole run (of an
+    xdist worker: the files using it run on one -- :data:`SHARED_SERVER_FILES`),
+    started with pyspark's sbin/start-connect-server.sh, stopped by PID."""
+    from tests.servers import ConnectServer
+
+    server = ConnectServer(str(tmp_path_factory.mktemp("connect-server"))).start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def table_path(tmp_path):
     return str(tmp_path / "t.lance")
@@ -124,6 +136,7 @@ def pytest_collection_modifyitems(config, items):
                 for m in marks:
                     item.add_marker(m)
     items[:] = _heaviest_files_first(items)
+    _check_shared_server_files(items)
 
 
 def _heaviest_files_first(items: list) -> list:
@@ -143,6 +156,45 @@ def _heaviest_files_first(items: list) -> list:
 
     order = sorted(files.values(), key=weight)  # (stable: collection order among equals)
     return [item for tests in order for item in tests]
+
+
+#: The test files using the session's Spark Connect server
+#: (``connect_server``). ``make test`` schedules them as one unit, so they run
+#: on one xdist worker and start one server (a Connect JVM costs ~25 CPU-s to
+#: start on this machine). Kept in step with the fixture's users by
+#: :func:`_check_shared_server_files`.
+SHARED_SERVER_FILES = (
+    "tests/connect/test_connect.py",
+    "tests/connect/test_connect_dag.py",
+    "tests/connect/test_connect_secrets.py",
+    "tests/airflow/test_scheduler_backfill.py",
+)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with :data:`SHARED_SERVER_FILES` as one unit.
+    (pytest-xdist's ``loadgroup`` would do it with marks, but cannot under
+    pytest 9: it renames items through ``Item._nodeid``, which pytest 9 no
+    longer reads.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedServerFiles(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return SHARED_SERVER_FILES[0] if file in SHARED_SERVER_FILES else file
+
+    return SharedServerFiles(config, log)
+
+
+def _check_shared_server_files(items: list) -> None:
+    """A test file using ``connect_server`` must be in
+    :data:`SHARED_SERVER_FILES` (else its worker may start a second server)."""
+    users = {i.nodeid.split("::", 1)[0] for i in items if "connect_server" in getattr(i, "fixturenames", ())}
+    missing = users - set(SHARED_SERVER_FILES)
+    if missing:
+        raise pytest.UsageError(f"add {sorted(missing)} to tests/conftest.py SHARED_SERVER_FILES")
 
 
 def _is_unit(item) -> bool:

@@ -23,7 +23,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 
 import lance
@@ -31,7 +30,7 @@ import pyarrow as pa
 import pytest
 
 from tests.airflow.conftest import DAGS
-from tests.servers import ConnectServer, free_port, stop_pid
+from tests.servers import free_port, stop_pid
 
 AIRFLOW = os.path.join(os.path.dirname(sys.executable), "airflow")
 UTC = datetime.timezone.utc
@@ -191,21 +190,20 @@ class Airflow:
 
 
 @pytest.fixture
-def airflow_servers(tmp_path, processes):
-    """(a Spark Connect server, not started yet; ``airflow(home, env)`` making
+def airflow_servers(connect_server, processes):
+    """(the run's Spark Connect server -- shared with tests/connect, which
+    the scheduling puts on the same worker; ``airflow(home, env)`` making
     Airflow installations): the API servers and schedulers started from them
-    and the Connect server are stopped by PID when the test ends."""
+    are stopped by PID when the test ends."""
     made: list[Airflow] = []
 
     def airflow(home, env: dict) -> Airflow:
         made.append(Airflow(home, env))
         return made[-1]
 
-    connect = ConnectServer(str(tmp_path / "connect"))
-    yield connect, airflow
+    yield connect_server, airflow
     for af in made:
         af.stop()
-    connect.stop()
 
 
 def test_airflow_backfill_create_fills_each_interval(tmp_path, airflow_servers):
@@ -220,74 +218,57 @@ def test_airflow_backfill_create_fills_each_interval(tmp_path, airflow_servers):
                       "poke_interval": 1, "sensor_timeout": 5}],
     }))
     connect, airflow = airflow_servers
-    failures: list[BaseException] = []
+    af = airflow(tmp_path / "airflow_home", {"LANCE_OPS_FEATURES_CONFIG": str(config), "SPARK_REMOTE": connect.url})
+    af.cli("db", "migrate")
+    af.use_wal()
+    af.cli("dags", "reserialize")
+    af.cli("dags", "unpause", "lance_feature_backfill")
+    # three hourly intervals: 00 and 01 hold events with g NULL, 02 has none. (Created before the
+    # scheduler starts: SQLite's one writer -- see Airflow.cli.)
+    af.cli("backfill", "create", "--dag-id", "lance_feature_backfill", "--from-date", "2024-01-01T00:00:00+00:00",
+           "--to-date", "2024-01-01T02:00:00+00:00", "--max-active-runs", "1")
+    af.start("api-server")
+    af.start("scheduler")
+    runs = af.wait_backfill(1)
+    backfills = [r for r in runs if r[1] == "backfill"]
+    assert len(backfills) == 3 and all(r[2] == "success" for r in runs), runs
+    states = [af.task_states(r[0]) for r in backfills]
+    assert [s["backfill_g"] for s in states] == ["success", "success", "skipped"], states  # 02: idle
+    assert all(s["wait_g"] == "success" and s["validate_g"] == "success" for s in states), states
+    # the writes updated the table's asset: the DAG ran on it; nothing new for its sensor
+    triggered = [r for r in runs if r[1] == "asset_triggered"]
+    assert triggered and all(af.task_states(r[0])["wait_g"] == "skipped" for r in triggered), runs
+    ds = lance.dataset(path)
+    after = ds.to_table(columns=["id", "g"], with_row_id=True).to_pylist()
+    assert sorted((r["id"], r["g"]) for r in after) == [(i, 2.0 * i) for i in range(20)]
+    assert {r["id"]: r["_rowid"] for r in after} == {r["id"]: r["_rowid"] for r in before}
+    history = [tx.operation.__class__.__name__ for tx in ds.get_transactions(2)]
+    assert history == ["Update", "Update"], history  # one commit per filled interval
+    # a second backfill of the same dates (re-running the completed runs) writes nothing
+    version = ds.version
+    af.stop("scheduler")  # (nothing runs: the scheduler is the only other writer)
+    af.cli("backfill", "create", "--dag-id", "lance_feature_backfill", "--from-date", "2024-01-01T00:00:00+00:00",
+           "--to-date", "2024-01-01T02:00:00+00:00", "--max-active-runs", "1", "--reprocess-behavior", "completed")
+    af.start("scheduler")
+    runs = af.wait_backfill(2, completed=False)
+    second = [r for r in runs if r[1] == "backfill"]
+    assert [r[0] for r in second] == [r[0] for r in backfills] and all(r[3] == 2 for r in second), runs
+    assert all(r[2] == "success" and af.tries(r[0]) == {2} for r in second), runs  # re-run: second tries
+    assert [af.task_states(r[0])["backfill_g"] for r in second] == ["skipped"] * 3
+    assert lance.dataset(path).version == version
+    assert [r for r in runs if r[1] == "asset_triggered"] == triggered  # no write, no asset event
 
-    def start_connect():
-        try:
-            connect.start()
-        except BaseException as e:  # (re-raised by the test below)
-            failures.append(e)
-
-    starting = threading.Thread(target=start_connect)  # (~20 s: while Airflow's DB is set up)
-    starting.start()
-    af = airflow(tmp_path / "airflow_home", {"LANCE_OPS_FEATURES_CONFIG": str(config)})
-    try:
-        af.cli("db", "migrate")
-        af.use_wal()
-        af.cli("dags", "reserialize")
-        starting.join()
-        if failures:
-            raise failures[0]
-        af.env["SPARK_REMOTE"] = connect.url
-        af.cli("dags", "unpause", "lance_feature_backfill")
-        # three hourly intervals: 00 and 01 hold events with g NULL, 02 has none. (Created before the
-        # scheduler starts: SQLite's one writer -- see Airflow.cli.)
-        af.cli("backfill", "create", "--dag-id", "lance_feature_backfill", "--from-date", "2024-01-01T00:00:00+00:00",
-               "--to-date", "2024-01-01T02:00:00+00:00", "--max-active-runs", "1")
-        af.start("api-server")
-        af.start("scheduler")
-        runs = af.wait_backfill(1)
-        backfills = [r for r in runs if r[1] == "backfill"]
-        assert len(backfills) == 3 and all(r[2] == "success" for r in runs), runs
-        states = [af.task_states(r[0]) for r in backfills]
-        assert [s["backfill_g"] for s in states] == ["success", "success", "skipped"], states  # 02: idle
-        assert all(s["wait_g"] == "success" and s["validate_g"] == "success" for s in states), states
-        # the writes updated the table's asset: the DAG ran on it; nothing new for its sensor
-        triggered = [r for r in runs if r[1] == "asset_triggered"]
-        assert triggered and all(af.task_states(r[0])["wait_g"] == "skipped" for r in triggered), runs
-        ds = lance.dataset(path)
-        after = ds.to_table(columns=["id", "g"], with_row_id=True).to_pylist()
-        assert sorted((r["id"], r["g"]) for r in after) == [(i, 2.0 * i) for i in range(20)]
-        assert {r["id"]: r["_rowid"] for r in after} == {r["id"]: r["_rowid"] for r in before}
-        history = [tx.operation.__class__.__name__ for tx in ds.get_transactions(2)]
-        assert history == ["Update", "Update"], history  # one commit per filled interval
-        # a second backfill of the same dates (re-running the completed runs) writes nothing
-        version = ds.version
-        af.stop("scheduler")  # (nothing runs: the scheduler is the only other writer)
-        af.cli("backfill", "create", "--dag-id", "lance_feature_backfill", "--from-date", "2024-01-01T00:00:00+00:00",
-               "--to-date", "2024-01-01T02:00:00+00:00", "--max-active-runs", "1", "--reprocess-behavior", "completed")
-        af.start("scheduler")
-        runs = af.wait_backfill(2, completed=False)
-        second = [r for r in runs if r[1] == "backfill"]
-        assert [r[0] for r in second] == [r[0] for r in backfills] and all(r[3] == 2 for r in second), runs
-        assert all(r[2] == "success" and af.tries(r[0]) == {2} for r in second), runs  # re-run: second tries
-        assert [af.task_states(r[0])["backfill_g"] for r in second] == ["skipped"] * 3
-        assert lance.dataset(path).version == version
-        assert [r for r in runs if r[1] == "asset_triggered"] == triggered  # no write, no asset event
-
-        # `airflow dags test` of the maintenance DAG, from the CLI: the small table is compacted
-        small = str(tmp_path / "small.lance")
-        for i in range(4):
-            lance.write_dataset(_events(3, range(i * 5, i * 5 + 5), [1.0] * 5), small, mode="append" if i else "create")
-        expected = sorted(lance.dataset(small).to_table().to_pylist(), key=lambda r: r["id"])
-        maintenance = tmp_path / "maintenance.json"
-        maintenance.write_text(json.dumps({"tables": [{"name": "small", "uri": small, "small_fragment_rows": 100}]}))
-        af.env["LANCE_OPS_MAINTENANCE_CONFIG"] = str(maintenance)
-        r = af.cli("dags", "test", "lance_maintenance", timeout=300)
-        ds = lance.dataset(small)
-        assert len(ds.get_fragments()) == 1, r.stdout[-3000:]
-        assert sorted(ds.to_table().to_pylist(), key=lambda r: r["id"]) == expected
-        assert ds.get_transactions(1)[0].operation.__class__.__name__ == "Rewrite"
-    finally:
-        starting.join()  # (the fixture stops Airflow and the Connect server)
+    # `airflow dags test` of the maintenance DAG, from the CLI: the small table is compacted
+    small = str(tmp_path / "small.lance")
+    for i in range(4):
+        lance.write_dataset(_events(3, range(i * 5, i * 5 + 5), [1.0] * 5), small, mode="append" if i else "create")
+    expected = sorted(lance.dataset(small).to_table().to_pylist(), key=lambda r: r["id"])
+    maintenance = tmp_path / "maintenance.json"
+    maintenance.write_text(json.dumps({"tables": [{"name": "small", "uri": small, "small_fragment_rows": 100}]}))
+    af.env["LANCE_OPS_MAINTENANCE_CONFIG"] = str(maintenance)
+    r = af.cli("dags", "test", "lance_maintenance", timeout=300)
+    ds = lance.dataset(small)
+    assert len(ds.get_fragments()) == 1, r.stdout[-3000:]
+    assert sorted(ds.to_table().to_pylist(), key=lambda r: r["id"]) == expected
+    assert ds.get_transactions(1)[0].operation.__class__.__name__ == "Rewrite"
     print(f"airflow backfill create test: {time.monotonic() - started:.1f} s")
