@@ -21,7 +21,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from .datafile import FragmentDataReader
+from .datafile import FragmentDataReader, WholeFileLayout, read_whole_file
 from .deletion import read_deletion_vector
 from .proto import table_pb2
 from .rowids import CREATED, ROW_IDS, UPDATED, decode_row_ids, decode_versions, sequence_bytes
@@ -136,6 +136,46 @@ def scan_fragment(store, schema: Schema, scan: FragmentScan) -> Iterator[pa.Reco
             out = out.filter(mask)
         if out.num_rows:
             yield out
+
+
+def scan_whole_fragment(store, layout: WholeFileLayout, scan: FragmentScan) -> list[pa.RecordBatch] | None:
+    """What :func:`scan_fragment` yields for a whole-fragment scan (no row
+    range, offsets or filter) of a fragment ``layout.holds``, read with one
+    codec call (:func:`.datafile.read_whole_file`); ``None``: not that
+    layout after all -- use :func:`scan_fragment`. Compaction of thousands of
+    tiny fragments reads them this way."""
+    frag = scan.fragment
+    if (scan.start or scan.end is not None or scan.offsets is not None or scan.filter is not None
+            or list(scan.columns) != layout.arrow.names or not layout.holds(frag)):
+        return None
+    table = read_whole_file(store, layout, frag)
+    if table is None:
+        return None
+    n = frag.physical_rows
+    phys = np.arange(n, dtype=np.uint64)
+    for m in scan.metadata:
+        if m == ROW_ADDR or (m == ROW_ID and not scan.stable_row_ids):
+            values = (np.uint64(frag.id) << np.uint64(32)) + phys
+        elif m == ROW_ID:
+            values = decode_row_ids(sequence_bytes(store, frag, ROW_IDS) or b"")
+            if len(values) != n:
+                from ..errors import CorruptTableError
+
+                raise CorruptTableError(f"fragment {frag.id} has {len(values)} row ids for {n} rows")
+        elif m == ROW_CREATED:
+            values = decode_versions(sequence_bytes(store, frag, CREATED), n)
+        elif m == ROW_UPDATED:
+            values = decode_versions(sequence_bytes(store, frag, UPDATED), n)
+        elif m == ROW_OFFSET:
+            values = phys
+        else:
+            raise ValueError(f"unknown metadata column {m}")
+        table = table.append_column(pa.field(m, pa.uint64(), nullable=False), pa.array(values, type=pa.uint64()))
+    if not scan.include_deleted:
+        dv = read_deletion_vector(store, frag)
+        if len(dv):
+            table = table.filter(pa.array(~dv.mask(n)))
+    return table.to_batches() if table.num_rows else []
 
 
 def live_rows(fragment: table_pb2.DataFragment) -> int:

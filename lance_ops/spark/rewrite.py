@@ -8,11 +8,14 @@ assigned by the driver when it commits the Rewrite).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
+import pyarrow as pa
 
+from ..format.datafile import WholeFileLayout
 from ..format.proto import table_pb2
-from ..format.scan import ROW_CREATED, ROW_ID, ROW_UPDATED, FragmentScan, scan_fragment
+from ..format.scan import ROW_CREATED, ROW_ID, ROW_UPDATED, FragmentScan, scan_fragment, scan_whole_fragment
 from ..format.schema import Schema
 from ..format.writer import FragmentSink
 from ..storage.objectstore import ObjectStore
@@ -96,9 +99,12 @@ def _group_batches(ctx: RewriteContext, fragments: list[bytes]):
 
     names = ctx.schema.names
     meta = [ROW_ID, ROW_CREATED, ROW_UPDATED] if ctx.stable_row_ids else []
+    layout = WholeFileLayout.of(ctx.schema, ctx.file_version)
 
     def batches(frag):
-        return scan_fragment(ctx.store, ctx.schema, FragmentScan(frag, names, meta, stable_row_ids=ctx.stable_row_ids))
+        scan = FragmentScan(frag, names, meta, stable_row_ids=ctx.stable_row_ids)
+        whole = None if layout is None else scan_whole_fragment(ctx.store, layout, scan)
+        return whole if whole is not None else scan_fragment(ctx.store, ctx.schema, scan)
 
     frags = deque(table_pb2.DataFragment.FromString(raw) for raw in fragments)
     with ThreadPoolExecutor(READ_AHEAD_THREADS, thread_name_prefix="lance_ops-read-ahead") as pool:
@@ -124,13 +130,40 @@ def _group_batches(ctx: RewriteContext, fragments: list[bytes]):
                     future.cancel()
 
 
+#: Batches smaller than this are gathered into one before the writer sees
+#: them: a group of thousands of 25-row fragments otherwise costs a codec
+#: write call (and the row id bookkeeping) per fragment.
+WRITE_BATCH_ROWS = 64 * 1024
+
+
+def _gathered(batches) -> Iterator[pa.RecordBatch]:
+    """``batches`` with runs of small ones combined into batches of about
+    ``WRITE_BATCH_ROWS`` rows (order kept)."""
+    pending: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        if batch.num_rows >= WRITE_BATCH_ROWS:
+            if pending:
+                yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
+                pending, rows = [], 0
+            yield batch
+            continue
+        pending.append(batch)
+        rows += batch.num_rows
+        if rows >= WRITE_BATCH_ROWS:
+            yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
+            pending, rows = [], 0
+    if pending:
+        yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
+
+
 @executor_task
 def rewrite_group(ctx: RewriteContext, fragments: list[bytes]) -> list[bytes]:
     names = ctx.schema.names
     sink = FragmentSink(ctx.store, ctx.schema, ctx.file_version, ctx.max_rows_per_fragment)
     out: list[bytes] = []
     try:
-        for batch in _group_batches(ctx, fragments):
+        for batch in _gathered(_group_batches(ctx, fragments)):
             data = batch.select(names)
             if ctx.stable_row_ids:
                 cols = {m: batch.column(m).to_numpy().astype(np.uint64) for m in (ROW_ID, ROW_CREATED, ROW_UPDATED)}
