@@ -20,9 +20,24 @@ def _python_files():
                     yield os.path.relpath(os.path.join(d, f), ROOT)
 
 
+def _parse(source: str, path: str) -> ast.AST:
+    """``ast.parse``, once more when CPython 3.11 fails it with "AST
+    constructor recursion depth mismatch": its AST conversion keeps the
+    recursion depth in state every thread shares (CPython gh-106905), so a
+    parse racing one on another thread -- a background
+    thread an in-process Airflow test of this worker left running -- can
+    fail although the source is fine."""
+    for attempt in range(3):
+        try:
+            return ast.parse(source, path)
+        except SystemError as e:
+            if "recursion depth mismatch" not in str(e) or attempt == 2:
+                raise
+
+
 def _uses(path: str) -> list[str]:
     with open(os.path.join(ROOT, path)) as f:
-        tree = ast.parse(f.read(), path)
+        tree = _parse(f.read(), path)
     found = []
     for node in ast.walk(tree):
         name = None
