@@ -265,13 +265,13 @@ def _(op: Rewrite, draft, ctx):
     old_ids = op.old_fragment_ids()
     _require_fragments(draft, old_ids, "rewrite")
     for group in op.groups:
-        ids = [f.id for f in group.old_fragments]
-        positions = sorted(i for i, f in enumerate(draft.fragments) if f.id in set(ids))
+        ids = {f.id for f in group.old_fragments}
+        positions = [i for i, f in enumerate(draft.fragments) if f.id in ids]
         news = [copy_message(f) for f in group.new_fragments]
         if positions and positions == list(range(positions[0], positions[0] + len(positions))):
             draft.fragments[positions[0] : positions[-1] + 1] = news
         else:
-            draft.fragments = [f for f in draft.fragments if f.id not in set(ids)] + news
+            draft.fragments = [f for f in draft.fragments if f.id not in ids] + news
     _rewrite_index_bitmaps(draft, op)
 
 
