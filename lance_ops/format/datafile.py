@@ -790,7 +790,6 @@ class WholeFileLayout:
     has nested columns (every fragment takes :class:`FragmentDataReader`)."""
 
     def __init__(self, schema: Schema, file_version: str):
-        self.schema = schema
         self.arrow = pa.schema([f.to_arrow() for f in schema.fields])
         self.field_ids = tuple(data_file_field_ids(schema.fields, file_version_tuple(file_version)))
         self.column_indices = tuple(range(len(self.field_ids)))

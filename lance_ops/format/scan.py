@@ -76,18 +76,7 @@ def scan_fragment(store, schema: Schema, scan: FragmentScan) -> Iterator[pa.Reco
         if len(dv):
             deleted = dv.mask(n_phys)
     meta = list(scan.metadata)
-    row_ids = created = updated = None
-    if ROW_ID in meta and scan.stable_row_ids:
-        row_ids = decode_row_ids(sequence_bytes(store, frag, ROW_IDS) or b"")
-        if len(row_ids) != n_phys:
-            from ..errors import CorruptTableError
-
-            raise CorruptTableError(f"fragment {frag.id} has {len(row_ids)} row ids for {n_phys} rows")
-    if ROW_CREATED in meta:
-        created = decode_versions(sequence_bytes(store, frag, CREATED), n_phys)
-    if ROW_UPDATED in meta:
-        updated = decode_versions(sequence_bytes(store, frag, UPDATED), n_phys)
-    base_addr = np.uint64(frag.id) << np.uint64(32)
+    sequences = _sequences(store, frag, meta, scan.stable_row_ids)
     if scan.offsets is not None:
         offsets = np.asarray(scan.offsets, dtype=np.uint64)
         source = reader.take(offsets, scan.batch_rows)
@@ -113,19 +102,7 @@ def scan_fragment(store, schema: Schema, scan: FragmentScan) -> Iterator[pa.Reco
         fields = list(batch.schema)
         idx = phys.astype(np.int64)
         for m in meta:
-            if m == ROW_ADDR or (m == ROW_ID and row_ids is None):
-                values = base_addr + phys
-            elif m == ROW_ID:
-                values = row_ids[idx]
-            elif m == ROW_CREATED:
-                values = created[idx]
-            elif m == ROW_UPDATED:
-                values = updated[idx]
-            elif m == ROW_OFFSET:
-                values = phys
-            else:
-                raise ValueError(f"unknown metadata column {m}")
-            arrays.append(pa.array(values, type=pa.uint64()))
+            arrays.append(pa.array(_metadata_values(m, frag, phys, idx, sequences), type=pa.uint64()))
             names.append(m)
             fields.append(pa.field(m, pa.uint64(), nullable=False))
         out = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)) if arrays else batch
@@ -153,29 +130,51 @@ def scan_whole_fragment(store, layout: WholeFileLayout, scan: FragmentScan) -> l
         return None
     n = frag.physical_rows
     phys = np.arange(n, dtype=np.uint64)
+    sequences = _sequences(store, frag, scan.metadata, scan.stable_row_ids)
     for m in scan.metadata:
-        if m == ROW_ADDR or (m == ROW_ID and not scan.stable_row_ids):
-            values = (np.uint64(frag.id) << np.uint64(32)) + phys
-        elif m == ROW_ID:
-            values = decode_row_ids(sequence_bytes(store, frag, ROW_IDS) or b"")
-            if len(values) != n:
-                from ..errors import CorruptTableError
-
-                raise CorruptTableError(f"fragment {frag.id} has {len(values)} row ids for {n} rows")
-        elif m == ROW_CREATED:
-            values = decode_versions(sequence_bytes(store, frag, CREATED), n)
-        elif m == ROW_UPDATED:
-            values = decode_versions(sequence_bytes(store, frag, UPDATED), n)
-        elif m == ROW_OFFSET:
-            values = phys
-        else:
-            raise ValueError(f"unknown metadata column {m}")
+        values = _metadata_values(m, frag, phys, slice(None), sequences)
         table = table.append_column(pa.field(m, pa.uint64(), nullable=False), pa.array(values, type=pa.uint64()))
     if not scan.include_deleted:
         dv = read_deletion_vector(store, frag)
         if len(dv):
             table = table.filter(pa.array(~dv.mask(n)))
     return table.to_batches() if table.num_rows else []
+
+
+def _sequences(store, frag: table_pb2.DataFragment, meta, stable_row_ids: bool) -> tuple:
+    """(row ids, created-at versions, last-updated versions) of every
+    physical row of ``frag``, each decoded only when a metadata column in
+    ``meta`` needs it (else None)."""
+    n = frag.physical_rows
+    row_ids = created = updated = None
+    if ROW_ID in meta and stable_row_ids:
+        row_ids = decode_row_ids(sequence_bytes(store, frag, ROW_IDS) or b"")
+        if len(row_ids) != n:
+            from ..errors import CorruptTableError
+
+            raise CorruptTableError(f"fragment {frag.id} has {len(row_ids)} row ids for {n} rows")
+    if ROW_CREATED in meta:
+        created = decode_versions(sequence_bytes(store, frag, CREATED), n)
+    if ROW_UPDATED in meta:
+        updated = decode_versions(sequence_bytes(store, frag, UPDATED), n)
+    return row_ids, created, updated
+
+
+def _metadata_values(m: str, frag: table_pb2.DataFragment, phys: np.ndarray, idx, sequences: tuple) -> np.ndarray:
+    """Metadata column ``m`` of the rows at physical offsets ``phys``
+    (``idx``: the same offsets as an index into ``sequences``)."""
+    row_ids, created, updated = sequences
+    if m == ROW_ADDR or (m == ROW_ID and row_ids is None):
+        return (np.uint64(frag.id) << np.uint64(32)) + phys
+    if m == ROW_ID:
+        return row_ids[idx]
+    if m == ROW_CREATED:
+        return created[idx]
+    if m == ROW_UPDATED:
+        return updated[idx]
+    if m == ROW_OFFSET:
+        return phys
+    raise ValueError(f"unknown metadata column {m}")
 
 
 def live_rows(fragment: table_pb2.DataFragment) -> int:

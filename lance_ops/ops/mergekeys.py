@@ -381,9 +381,9 @@ def _local_table(frame: DataFrame):
 
     if is_connect(frame.sparkSession) or not all(isinstance(f.dataType, _ROW_EXACT) for f in frame.schema.fields):
         return frame.toArrow()
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from ..spark.types import spark_arrow_schema
 
-    schema = to_arrow_schema(frame.schema, prefers_large_types=True)
+    schema = spark_arrow_schema(frame.schema)
     rows = frame.collect()
     return pa.table([pa.array([r[i] for r in rows], f.type) for i, f in enumerate(schema)], schema=schema)
 

@@ -142,17 +142,17 @@ def _gathered(batches) -> Iterator[pa.RecordBatch]:
     pending: list[pa.RecordBatch] = []
     rows = 0
     for batch in batches:
-        if batch.num_rows >= WRITE_BATCH_ROWS:
-            if pending:
-                yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
-                pending, rows = [], 0
-            yield batch
-            continue
-        pending.append(batch)
-        rows += batch.num_rows
-        if rows >= WRITE_BATCH_ROWS:
+        if batch.num_rows < WRITE_BATCH_ROWS:
+            pending.append(batch)
+            rows += batch.num_rows
+            if rows < WRITE_BATCH_ROWS:
+                continue
+            batch = None
+        if pending:
             yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
             pending, rows = [], 0
+        if batch is not None:
+            yield batch
     if pending:
         yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
 
