@@ -75,22 +75,24 @@ def analyzed_filters(spark, schema, conditions) -> list:
     from ..spark import jvm
     from ..spark.arrowtasks import enabled, inline_with
 
-    if not conditions or jvm.is_connect(spark) or not enabled(spark):
+    if not conditions or not enabled(spark):
         return []
     from ..arrow_eval.catalyst import try_decode
     from ..spark.frames import as_column, empty_frame
+    from ..spark.plans import analyzed_trees
 
     frame = empty_frame(spark, schema)
+    connect = jvm.is_connect(spark)
     out = []
     for c in conditions:
         try:
-            doc = jvm.analyzed_json(frame.select(as_column(c)))
+            if connect:  # (EXPLAIN text: lance_ops.arrow_eval.plantext)
+                trees = analyzed_trees(frame.select(as_column(c).alias("__filter")), schema)
+            else:
+                doc = jvm.analyzed_json(frame.select(as_column(c)))
+                trees = try_decode(json.loads(inline_with(doc))) if doc is not None else None
         except Exception:  # (Spark reports bad SQL when it runs the query itself)
             continue
-        if doc is None:
-            continue
-        one = json.loads(inline_with(doc))
-        trees = try_decode(one)
         if trees and len(trees) == 1 and trees[0].type == "boolean":
             out.append(trees[0])
     return out

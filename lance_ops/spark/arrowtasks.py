@@ -223,17 +223,25 @@ class ArrowValues:
 def arrow_values(spark, snap, projected, has_condition: bool, names: list[str]) -> ArrowValues | None:
     """The analyzed projection ``projected`` (``[condition,] value...``, over
     the table's analysis frame) as Arrow-evaluable trees; None when the conf
-    is off, the session has no analyzed plan object (Spark Connect), or any
-    node is outside the subset."""
+    is off or any node is outside the subset. A classic session gives the
+    analyzed plan as JSON; Spark Connect only as EXPLAIN text, read back by
+    :func:`lance_ops.spark.plans.analyzed_trees`."""
     from ..arrow_eval.catalyst import try_decode
     from ..format.pruning import skip_plan
     from ..format.scan import METADATA_COLUMNS
-    from .jvm import analyzed_json
+    from .frames import record_inspection, table_spark_schema
+    from .jvm import analyzed_json, is_connect
 
     if not enabled(spark):
         return None
     doc = analyzed_json(projected)
-    trees = try_decode(inline_with(doc)) if doc is not None else None
+    if doc is not None:
+        trees = try_decode(inline_with(doc))
+    elif is_connect(spark):  # (no analyzed plan object: its EXPLAIN text)
+        record_inspection("explain")
+        trees = plans.analyzed_trees(projected, table_spark_schema(snap, METADATA_COLUMNS))
+    else:
+        trees = None
     if trees is None or len(trees) != len(names) + has_condition:
         return None
     cond = trees[0] if has_condition else None

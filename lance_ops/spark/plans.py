@@ -229,3 +229,41 @@ def replayable(sections: dict[str, str]) -> bool:
     if not ops or any(op not in _REPLAYABLE_NODES for op in ops):
         return False
     return not (_NONDETERMINISTIC.search(analyzed) or _NONDETERMINISTIC.search(physical))
+
+
+def analyzed_trees(df, schema, sections: dict[str, str] | None = None) -> list | None:
+    """The Arrow evaluator's trees (:mod:`lance_ops.arrow_eval.catalyst`) of
+    a Spark Connect DataFrame's top ``select`` / ``where`` over an empty
+    frame of ``schema`` (a StructType), read from its ``EXPLAIN`` text and
+    the literals of the SQL it was built from
+    (:mod:`lance_ops.arrow_eval.plantext`); None when the text does not
+    say exactly one thing in the decoder's subset (Spark evaluates then).
+    Costs one ``explain`` round trip (or none, given its ``sections``) and
+    three conf lookups. (Callers record ``planInspection`` "explain".)"""
+    from ..arrow_eval.catalyst import Unsupported
+    from ..arrow_eval.plantext import decode_text
+    from .pyspark_internals import connect_literals
+
+    try:
+        candidates = connect_literals(df)
+        analyzed = (sections or explain_sections(df)).get("Analyzed Logical Plan")
+        if not analyzed:
+            return None
+        conf = df.sparkSession.conf  # (effective values: getAll lists only what was set)
+
+        def flag(key: str) -> bool:
+            return str(conf.get(key)).strip().lower() == "true"
+
+        types = {f.name: _json_type(f.dataType) for f in schema.fields}
+        return decode_text(analyzed, types, candidates, ansi=flag("spark.sql.ansi.enabled"),
+                           tz=conf.get("spark.sql.session.timeZone"),
+                           allow_precision_loss=flag("spark.sql.decimalOperations.allowPrecisionLoss"))
+    except Unsupported:
+        return None
+
+
+def _json_type(dtype) -> str | None:
+    """A Spark type as the decoder names it (``toJSON``'s names), None for
+    nested and other types it never reads."""
+    v = dtype.jsonValue()
+    return v if isinstance(v, str) else None

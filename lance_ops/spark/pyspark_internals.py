@@ -61,3 +61,81 @@ def check_internals() -> list[str]:
         if f"{PUSHDOWN_FLAG} =" not in source:
             problems.append(f"{READ_PLANNER} no longer assigns {PUSHDOWN_FLAG}")
     return problems
+
+
+# ------------------------------------------------ Spark Connect: the SQL sent
+#: Connect expression classes whose content :func:`connect_literals` reads.
+_CONNECT_EXPRESSIONS = ("SQLExpression", "LiteralExpression", "ColumnReference", "UnresolvedFunction",
+                        "CastExpression", "ColumnAlias", "CaseWhen")
+
+
+def connect_literals(df) -> list:
+    """The literals (:class:`lance_ops.arrow_eval.sqllits.Candidate`) of the
+    expressions a Spark Connect DataFrame's top ``select`` / ``where`` holds,
+    read from the client's unresolved plan (``df._plan``: its ``Project``
+    columns or ``Filter`` condition, each Column's ``_expr`` tree) -- SQL
+    strings lexed, ``lit()`` values taken with their types. The plan-text
+    decoder (:mod:`lance_ops.arrow_eval.plantext`) needs them: Catalyst prints
+    literals raw. Raises Unsupported for anything else (the caller then
+    evaluates with Spark)."""
+    from ..arrow_eval.catalyst import Unsupported
+
+    plan = getattr(df, "_plan", None)
+    columns = getattr(plan, "_columns", None)
+    if columns is None and hasattr(plan, "filter"):
+        columns = [plan.filter]
+    if not columns:
+        raise Unsupported("not a select or where of a Connect DataFrame")
+    out: list = []
+    for c in columns:
+        expr = getattr(c, "_expr", None)
+        if expr is None:
+            raise Unsupported(f"a column of {type(c).__name__}")
+        _walk(expr, out)
+    return out
+
+
+def _walk(expr, out: list) -> None:
+    from ..arrow_eval.catalyst import Unsupported
+    from ..arrow_eval.sqllits import literals
+
+    name = type(expr).__name__
+    if name not in _CONNECT_EXPRESSIONS:
+        raise Unsupported(f"Connect expression {name}")
+    if name == "SQLExpression":
+        out.extend(literals([expr._expr]))
+    elif name == "LiteralExpression":
+        out.append(_literal_candidate(expr._value, expr._dataType))
+    for child in expr.children:
+        _walk(child, out)
+
+
+def _literal_candidate(value, dtype):
+    """A ``lit()``'s candidate: Catalyst prints it as the lexer's would."""
+    import datetime
+    import decimal
+
+    from pyspark.sql import types as T
+
+    from ..arrow_eval.catalyst import Unsupported
+    from ..arrow_eval.sqllits import Candidate, safe_string
+
+    if value is None or isinstance(dtype, T.NullType):
+        return Candidate("void", None)
+    if isinstance(dtype, T.StringType) and isinstance(value, str):
+        if not safe_string(value):
+            raise Unsupported("a string literal with characters the plan text cannot delimit")
+        return Candidate("string", value)
+    if isinstance(dtype, T.BooleanType):
+        return Candidate("boolean", bool(value))
+    ints = {T.ByteType: "byte", T.ShortType: "short", T.IntegerType: "integer", T.LongType: "long"}
+    for cls, t in ints.items():
+        if isinstance(dtype, cls):
+            return Candidate(t, abs(int(value)))
+    if isinstance(dtype, (T.DoubleType, T.FloatType)):
+        return Candidate("double" if isinstance(dtype, T.DoubleType) else "float", abs(float(value)))
+    if isinstance(dtype, T.DecimalType) and isinstance(value, decimal.Decimal):
+        return Candidate(f"decimal({dtype.precision},{dtype.scale})", value.copy_abs())
+    if isinstance(dtype, T.DateType) and isinstance(value, datetime.date):
+        return Candidate("date", value)
+    raise Unsupported(f"a literal of {dtype.simpleString()}")

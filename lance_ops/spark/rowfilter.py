@@ -14,8 +14,9 @@ filter on what is left, so results are Spark's by construction; the tasks
 only stop sending rows that cannot pass. A row where a conjunct would
 raise in ANSI mode is kept (Spark raises its own error for it).
 
-Classic sessions only: under Spark Connect there is no analyzed plan object
-and the scan returns every row, as before. Off with
+Under Spark Connect (no analyzed plan object) the conditions are read from
+their EXPLAIN text (:func:`lance_ops.spark.plans.analyzed_trees`); one the
+text does not decode exactly stays with Spark alone. Off with
 ``spark.lance_ops.arrowEval.enabled=false``.
 """
 from __future__ import annotations
