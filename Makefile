@@ -61,7 +61,7 @@ CONNECT_SUITES := tests/spark/test_write_interop.py tests/spark/test_read_pylanc
 	tests/spark/test_merge_semantics.py tests/sql/test_statements.py tests/spark/test_evolution.py \
 	tests/spark/test_skipping.py tests/spark/test_errors.py tests/spark/test_streaming.py \
 	tests/spark/test_catalog.py tests/delta_compat/test_deltatable_api.py \
-	tests/docs/test_connect_page.py tests/spark/test_row_filter.py
+	tests/docs/test_connect_page.py
 
 # `make test` (what CI runs): the whole suite -- every tier -- and, alongside
 # it, the Connect pass (scripts/test_passes.sh). The classic pass runs on

@@ -61,6 +61,7 @@ def run(spark, base: str) -> dict:
     t = LanceTable(spark, p)
     steps.append({"step": "write.format(lance)", "version": t.version, "seconds": _lap()})
     out["read"] = _rows(spark.read.format("lance").load(p).where("x > 500"))
+    out["filteredRead"] = _filtered_read(spark, t, os.path.join(base, "scan-trace"))
     _lap()
     steps.append(_info("delete", t.delete("x % 10 = 4")))
     steps.append(_info("delete column", t.delete(F.col("id") > 270)))
@@ -98,6 +99,22 @@ def run(spark, base: str) -> dict:
     out["version"] = t.version
     out["history"] = [[r["version"], r["operation"], r["readVersion"]] for r in t.history().collect()]
     return out
+
+
+def _filtered_read(spark, t, trace_dir: str) -> dict:
+    """``toDF(filter=...)`` with a filter Spark never pushes (``%``): the rows,
+    and how many rows the scan's tasks sent to Spark (the scan trace) -- only
+    the matching ones when the filter was decoded for the tasks (classic:
+    the analyzed plan; Connect: its EXPLAIN text)."""
+    from lance_ops.ops.read import SCAN_TRACE_CONF
+    from lance_ops.spark.datasource import read_scan_trace
+
+    spark.conf.set(SCAN_TRACE_CONF, trace_dir)
+    try:
+        rows = _rows(t.toDF(filter="x % 7 = 1 AND s <> 'a b'"))
+    finally:
+        spark.conf.unset(SCAN_TRACE_CONF)
+    return {"rows": rows, "sent": sum(r["rows"] for r in read_scan_trace(trace_dir))}
 
 
 def cancel_by_tag(spark, base: str) -> dict:
