@@ -74,10 +74,6 @@ def _traced(spark, tmp_path, name, fn, on: bool):
 
 @pytest.mark.parametrize("cond,subset", CONDITIONS)
 def test_row_filter_on_off_and_spark(spark, table, tmp_path, cond, subset):
-    from lance_ops.spark.jvm import is_connect
-
-    if is_connect(spark) and "BETWEEN" in cond:
-        subset = False  # (Connect reads the plan's text, which hides BETWEEN's casts: Spark alone)
     cols = ["rid", *COLUMNS]
     t = LanceTable(spark, table)
     spark_rows = _norm(t.toDF().where(cond).select(*cols).collect())  # Spark's own filter
