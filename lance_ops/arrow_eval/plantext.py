@@ -41,7 +41,7 @@ import re
 
 from . import decimals as dec
 from .catalyst import Unsupported, X, _Decoder
-from .sqllits import Candidate
+from .sqllits import Candidate, f32, wall_clock
 
 #: ``cast(x as <simpleString>)`` -> the JSON type names the decoder reads.
 _SIMPLE = {"tinyint": "byte", "smallint": "short", "int": "integer", "bigint": "long"}
@@ -209,13 +209,22 @@ class _Parser:
                 yield from self.postfix(("like", node, pat, "\\"), k)
 
     def items(self, i, sep):
-        """``a<sep>b<sep>c)``: lists of expressions, ending after the ``)``."""
-        for first, j in self.expr(i):
+        """``a<sep>b<sep>c)``: lists of expressions, ending after the ``)``
+        (depth first, with a stack of its own: an IN list of thousands of
+        items must not recurse as deep)."""
+        stack = [(None, self.expr(i))]
+        while stack:
+            got, readings = stack[-1]
+            nxt = next(readings, None)
+            if nxt is None:
+                stack.pop()
+                continue
+            node, j = nxt
+            cur = (node, got)  # (a linked list, newest first: no copying per item)
             if self.t.startswith(")", j):
-                yield [first], j + 1
+                yield _unlink(cur), j + 1
             if self.t.startswith(sep, j):
-                for rest, k in self.items(j + len(sep), sep):
-                    yield [first] + rest, k
+                stack.append((cur, self.expr(j + len(sep))))
 
     def prefix(self, i):
         t = self.t
@@ -316,11 +325,64 @@ class _Parser:
             yield ("fn", name, args), j
 
 
+def _unlink(cell) -> list:
+    out = []
+    while cell is not None:
+        out.append(cell[0])
+        cell = cell[1]
+    return out[::-1]
+
+
+class _Index:
+    """The SQL's literals by what they may print as (an IN list of thousands
+    of literals is looked up once per printed literal, not scanned)."""
+
+    def __init__(self, candidates):
+        self.by: dict = {}
+        for c in candidates:
+            self.by.setdefault(_key_of(c), []).append(c)
+
+    def printed_as(self, token: str) -> list:
+        out = []
+        for k in _token_keys(token):
+            out += [c for c in self.by.get(k, ()) if c not in out and c.prints_as(token)]
+        return out
+
+
+def _key_of(c: Candidate):
+    t, v = c.type, c.value
+    if v is None:
+        return ("s", "null")
+    if t == "string":
+        return ("s", v)
+    if t == "boolean":
+        return ("s", "true" if v else "false")
+    if t == "date":
+        return ("s", v.isoformat())
+    if t in ("timestamp", "timestamp_ntz"):
+        return ("t", v)
+    f = float(v)
+    return ("n", "nan" if f != f else abs(f))
+
+
+def _token_keys(token: str) -> list:
+    keys = [("s", token)]
+    if re.fullmatch(r"-?\d+(\.\d+)?(E-?\d+)?|-?NaN|-?Infinity", token):
+        f = float(token)
+        keys.append(("n", "nan" if f != f else abs(f)))
+        if f == f:
+            keys.append(("n", abs(f32(f))))  # (a float literal's value is its 32-bit rounding)
+    wall = wall_clock(token)
+    if wall is not None:
+        keys.append(("t", wall))
+    return keys
+
+
 # ------------------------------------------------------------------- typing
 class _Typer:
     def __init__(self, attrs, candidates, ansi: bool, tz: str, loss: bool):
         self.attrs = attrs
-        self.cands = candidates
+        self.cands = _Index(candidates)
         self.strings = [c.value for c in candidates if c.type == "string"]
         self.mode = "ANSI" if ansi else "LEGACY"
         self.ansi = ansi
@@ -330,15 +392,18 @@ class _Typer:
     def one(self, text: str, want: str | None) -> X:
         """The one tree of ``text``. Raises Unsupported."""
         trees, outside = set(), []
-        for n, node in enumerate(_Parser(text, self.attrs, self.strings).readings()):
-            if n >= MAX_READINGS:
-                raise Unsupported("too many readings")
-            try:
-                trees.add(self.typed(node, want))
-            except _Impossible:
-                continue
-            except (Unsupported, KeyError, TypeError, ValueError, IndexError) as e:
-                outside.append(e)
+        try:
+            for n, node in enumerate(_Parser(text, self.attrs, self.strings).readings()):
+                if n >= MAX_READINGS:
+                    raise Unsupported("too many readings")
+                try:
+                    trees.add(self.typed(node, want))
+                except _Impossible:
+                    continue
+                except (Unsupported, KeyError, TypeError, ValueError, IndexError) as e:
+                    outside.append(e)
+        except RecursionError:
+            raise Unsupported("an expression nested too deep for the text decoder") from None
         if outside:
             raise Unsupported(f"a reading outside the subset: {outside[0]}")
         if len(trees) != 1:
@@ -456,6 +521,12 @@ class _Typer:
             one = known.pop()
         else:
             one = None if decimal_free and dec.parse(expect or "") else expect
+        for i, x in enumerate(args):  # literals, NULLs last: the others' type is theirs
+            if i not in typed and x[1] != "null":
+                typed[i] = self.typed(x, one)
+        if one is None and not decimal_free:
+            seen = {x.type for x in typed.values()} - {"void"}
+            one = seen.pop() if len(seen) == 1 else None
         out = [typed[i] if i in typed else self.typed(x, one) for i, x in enumerate(args)]
         if not (decimal_free and any(dec.parse(x.type) for x in out)):
             if len({x.type for x in out} - {"void"}) > 1:
@@ -463,7 +534,7 @@ class _Typer:
         return out
 
     def literal(self, token: str, expect: str | None) -> X:
-        printed = [c for c in self.cands if c.prints_as(token)]
+        printed = self.cands.printed_as(token)
         cands = [c for c in printed if expect is None or c.type in (expect, "void")]
         if printed and not cands:
             raise Unsupported(f"literal {token!r}: the SQL's literals printed so are not {expect}")

@@ -67,7 +67,7 @@ class Candidate:
             if f is None:
                 return False
             if t == "float":
-                f = _f32(f)
+                f = f32(f)
             return (f != f and v != v) or abs(f) == v
         if t.startswith("decimal"):
             if not re.fullmatch(r"-?\d+(\.\d+)?", token):
@@ -81,7 +81,7 @@ class Candidate:
         return False
 
 
-def _f32(f: float) -> float:
+def f32(f: float) -> float:
     try:
         return struct.unpack("f", struct.pack("f", f))[0]
     except OverflowError:
@@ -248,7 +248,7 @@ def _unsigned(digits: str, exp: str | None, suffix: str) -> Candidate:
     if suffix == "d" or (exp and suffix != "bd" and suffix != "f"):
         return Candidate("double", abs(float(text)))
     if suffix == "f":
-        return Candidate("float", abs(_f32(float(text))))
+        return Candidate("float", abs(f32(float(text))))
     if suffix == "bd" or "." in digits:
         d = decimal.Decimal(text)
         if exp:

@@ -110,3 +110,20 @@ def test_other_plan_shapes_are_refused():
     with pytest.raises(Unsupported):  # a relation with other columns
         decode_text("\n".join([HEADER, "Filter (x#0L > 1)", "+- LocalRelation <empty>, [x#0L, y#1]"]),
                     SCHEMA, literals(["x > 1"]), ansi=True, tz="UTC")
+
+
+def test_long_in_lists_and_deep_nesting():
+    n = 3000
+    [t] = where("i IN (" + ", ".join(str(k) for k in range(n)) + ")",
+                "i#1 IN (" + ",".join(str(k) for k in range(n)) + ")")
+    assert t.kind == "in" and len(t.args) == n + 1 and t.args[-1] == lit(n - 1, "integer")
+    text = "(i#1 = 0)"
+    for k in range(1, 800):
+        text = f"({text} AND (i#1 = {k}))"
+    with pytest.raises(Unsupported):  # (never a RecursionError: Spark evaluates it)
+        where(" AND ".join(f"i = {k}" for k in range(800)), text)
+
+
+def test_a_null_between_literals_takes_their_type():
+    [t] = where("NULL = 'z'", "(null = z)")
+    assert t.args == (lit(None, "string"), lit("z", "string"))
