@@ -14,6 +14,15 @@ the ``enable_pushdown`` local of the read planner -- is checked by
 :func:`check_internals`, which a test runs against the installed pyspark, so
 an upgrade that moves them fails loudly in the test suite instead of quietly
 turning filter pushdown off.
+
+:func:`connect_literals` reads a Spark Connect DataFrame's unresolved plan
+(``df._plan``: a ``Project``'s ``_columns`` or a ``Filter``'s ``filter``,
+each Column's ``_expr`` tree of ``SQLExpression._expr`` /
+``LiteralExpression._value, _dataType`` ...) for the literals of the SQL it
+was built from: the EXPLAIN-text decoder needs them
+(:mod:`lance_ops.arrow_eval.plantext`), and Connect offers no public view of
+its plan. Where any of it is missing, the operation evaluates with Spark;
+:func:`check_internals` fails the test suite first.
 """
 from __future__ import annotations
 
@@ -60,6 +69,28 @@ def check_internals() -> list[str]:
         source = inspect.getsource(importlib.import_module(READ_PLANNER))
         if f"{PUSHDOWN_FLAG} =" not in source:
             problems.append(f"{READ_PLANNER} no longer assigns {PUSHDOWN_FLAG}")
+    problems += _check_connect_plan()
+    return problems
+
+
+def _check_connect_plan() -> list[str]:
+    """What :func:`connect_literals` reads of pyspark's Connect client."""
+    import importlib
+    import inspect
+
+    try:
+        plan = importlib.import_module("pyspark.sql.connect.plan")
+        exprs = importlib.import_module("pyspark.sql.connect.expressions")
+    except Exception as e:  # (Connect's client needs grpc: installed with pyspark[connect])
+        return [f"pyspark.sql.connect does not import: {e}"]
+    wanted = [(plan.Project, "self._columns ="), (plan.Filter, "self.filter ="),
+              (exprs.SQLExpression, "self._expr"), (exprs.LiteralExpression, "self._value ="),
+              (exprs.LiteralExpression, "self._dataType =")]
+    problems = [f"{cls.__name__} no longer has {attr}" for cls, attr in wanted
+                if attr not in inspect.getsource(cls)]
+    for name in _CONNECT_EXPRESSIONS:
+        if not isinstance(getattr(exprs, name, None), type):
+            problems.append(f"pyspark.sql.connect.expressions has no {name}")
     return problems
 
 
@@ -87,11 +118,14 @@ def connect_literals(df) -> list:
     if not columns:
         raise Unsupported("not a select or where of a Connect DataFrame")
     out: list = []
-    for c in columns:
-        expr = getattr(c, "_expr", None)
-        if expr is None:
-            raise Unsupported(f"a column of {type(c).__name__}")
-        _walk(expr, out)
+    try:
+        for c in columns:
+            expr = getattr(c, "_expr", None)
+            if expr is None:
+                raise Unsupported(f"a column of {type(c).__name__}")
+            _walk(expr, out)
+    except (AttributeError, TypeError) as e:  # (another pyspark's internals: check_internals says which)
+        raise Unsupported(f"the Connect plan: {e}") from e
     return out
 
 
@@ -118,7 +152,7 @@ def _literal_candidate(value, dtype):
     from pyspark.sql import types as T
 
     from ..arrow_eval.catalyst import Unsupported
-    from ..arrow_eval.sqllits import Candidate, safe_string
+    from ..arrow_eval.sqllits import Candidate, f32, safe_string
 
     if value is None or isinstance(dtype, T.NullType):
         return Candidate("void", None)
@@ -132,8 +166,10 @@ def _literal_candidate(value, dtype):
     for cls, t in ints.items():
         if isinstance(dtype, cls):
             return Candidate(t, abs(int(value)))
-    if isinstance(dtype, (T.DoubleType, T.FloatType)):
-        return Candidate("double" if isinstance(dtype, T.DoubleType) else "float", abs(float(value)))
+    if isinstance(dtype, T.DoubleType):
+        return Candidate("double", abs(float(value)))
+    if isinstance(dtype, T.FloatType):
+        return Candidate("float", abs(f32(float(value))))
     if isinstance(dtype, T.DecimalType) and isinstance(value, decimal.Decimal):
         return Candidate(f"decimal({dtype.precision},{dtype.scale})", value.copy_abs())
     if isinstance(dtype, T.DateType) and isinstance(value, datetime.date):
