@@ -54,7 +54,7 @@ from . import args
 from .columns import schema_with_new_fields
 from .common import guarded
 from .dml import change_context, run_grouped_changes, run_merge_aligned
-from .mergekeys import SourceBounds, equi_keys
+from .mergekeys import MAX_KEY_SET, SourceBounds, equi_keys
 
 
 def _plan_sections(source: DataFrame) -> dict[str, str]:
@@ -658,7 +658,12 @@ class MergePlan:
         from .sourcefooters import narrow_enough
 
         in_range = skip_plan(self.disk, filters_to_conjuncts(found.scan_filters())).rows()
-        return found if narrow_enough(in_range, found.rows) else bounds()
+        if narrow_enough(in_range, found.rows):
+            return found
+        # A key set (at most MAX_KEY_SET keys: an IN list that prunes zones)
+        # needs the statistics job; more keys than that would get only the
+        # bloom filter from it, which the scan's tasks build themselves.
+        return found if found.key_filter is not None and found.rows > MAX_KEY_SET else bounds()
 
     def _footers(self) -> Callable[[dict], object] | None:
         """Where the source is a bare scan of local Parquet files on a classic

@@ -210,7 +210,9 @@ class SourceBounds:
                 break  # (one key's set is enough to prune by)
         #: (target key, filter bytes, approximate distinct keys): a bloom
         #: filter of the source's keys the target scan's tasks probe
-        #: (:mod:`lance_ops.format.keyfilter`) when there is no key set.
+        #: (:mod:`lance_ops.format.keyfilter`) when there is no key set --
+        #: from footers, where the tasks build it instead of the bytes
+        #: (:class:`lance_ops.spark.sourcekeys.ParquetKeys`).
         self.key_filter: tuple[str, bytes, int] | None = None
         if bloom is not None and not self.key_sets and not self.matches_nothing:
             t = next(t for t, s in self.keys if s == bloom)
@@ -248,7 +250,10 @@ class SourceBounds:
         )
         if self.key_filter is not None:
             t, data, nd = self.key_filter
-            text += f"; {t} in a bloom filter of ~{nd:,} source keys ({len(data):,} bytes)"
+            if isinstance(data, bytes):
+                text += f"; {t} in a bloom filter of ~{nd:,} source keys ({len(data):,} bytes)"
+            else:  # (lance_ops.spark.sourcekeys)
+                text += f"; {t} in a bloom filter of <= {nd:,} source keys built by the scan's tasks"
         if self.from_footers:
             text += " (from the source's Parquet footers)"
         return text

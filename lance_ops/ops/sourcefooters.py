@@ -24,9 +24,11 @@ Only where the footers are exact for what Spark reads:
   is not the server, whose local paths ``inputFiles()`` names.
 
 Anything else answers None and the merge runs its statistics job. Footer
-bounds have no key set and no bloom filter of the keys (the job's finer
-pruning): the merge takes them only when the key range alone leaves little
-to read (:func:`narrow_enough`).
+bounds have no key set (the job's finer pruning, for sources of at most
+``MAX_KEY_SET`` keys): such a source is taken from its footers only when the
+key range alone leaves little to read (:func:`narrow_enough`). The bloom
+filter of integer keys the target scan's tasks build themselves from the
+same files (:mod:`lance_ops.spark.sourcekeys`).
 """
 from __future__ import annotations
 
@@ -55,16 +57,27 @@ _FIRST_SAFE_DATE = dt.date(1900, 1, 1)
 class FooterStats:
     """What :class:`lance_ops.ops.mergekeys.SourceBounds` reads of the
     statistics job's answer, from footers: the row count and per key column
-    ``(min, max)`` (``(None, None)``: only nulls). No key sets, no bloom."""
+    ``(min, max)`` (``(None, None)``: only nulls). No key sets; the bloom
+    filter of an integer key is built by the target scan's tasks."""
 
-    def __init__(self, rows: int, bounds: dict[str, tuple]):
+    def __init__(self, rows: int, bounds: dict[str, tuple], files: dict[str, list] | None = None):
         self.rows = rows
         self.bounds = bounds
         self.key_sets: dict = {}
-        self.distinct: dict = {}
+        #: integer key column -> [(local path, the file's column name)]
+        self.files = files or {}
+        #: (an upper bound: the rows -- what sizes the filter)
+        self.distinct: dict = {c: rows for c in self.files}
 
-    def key_filter(self, column: str) -> None:
-        return None
+    def key_filter(self, column: str):
+        """Where the target scan's tasks build the bloom filter of an
+        integer key column (:mod:`lance_ops.spark.sourcekeys`); None for
+        other columns."""
+        from ..format.keyfilter import filter_size
+        from ..spark.sourcekeys import ParquetKeys
+
+        nbytes = filter_size(self.rows) if column in self.files else None
+        return ParquetKeys(tuple(self.files[column]), nbytes) if nbytes else None
 
 
 def _arrow_type_of(dtype: T.DataType):
@@ -99,6 +112,7 @@ def footer_stats(files: list[str], columns: dict[str, T.DataType]) -> FooterStat
     rows = 0
     lo: dict = dict.fromkeys(columns)
     hi: dict = dict.fromkeys(columns)
+    located: dict = {name: [] for name, kind in wanted.items() if pa.types.is_integer(kind)}
     for uri in files:
         path = _local_path(uri)
         if path is None:
@@ -121,6 +135,8 @@ def footer_stats(files: list[str], columns: dict[str, T.DataType]) -> FooterStat
             if len(leaf) != 1:
                 return None
             index[name] = leaf[0]
+            if name in located:
+                located[name].append((path, arrow[hits[0]].name))
         rows += meta.num_rows
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
@@ -139,7 +155,7 @@ def footer_stats(files: list[str], columns: dict[str, T.DataType]) -> FooterStat
                     return None
                 lo[name] = x if lo[name] is None else min(lo[name], x)
                 hi[name] = y if hi[name] is None else max(hi[name], y)
-    return FooterStats(rows, {c: (lo[c], hi[c]) for c in columns})
+    return FooterStats(rows, {c: (lo[c], hi[c]) for c in columns}, located)
 
 
 def narrow_enough(target_rows_in_range: int, source_rows: int) -> bool:

@@ -133,9 +133,9 @@ class ReadOptions:
     #: (:mod:`lance_ops.arrow_eval`) are taken over by the scan -- Spark drops
     #: them from its own filter -- and written there (pickled) at planning.
     arrow_eval: str | None = None
-    #: "<column>:<base64 filter>": only rows whose column the bloom filter
-    #: may hold are returned (:mod:`lance_ops.format.keyfilter`; a merge's
-    #: target scan).
+    #: "<column>:<base64 filter>" (or "<column>:<JSON>": built in the tasks,
+    #: :mod:`.sourcekeys`): only rows whose column the bloom filter may hold
+    #: are returned (:mod:`lance_ops.format.keyfilter`; a merge's target scan).
     key_filter: str | None = None
     #: Trees (:mod:`lance_ops.spark.rowfilter`, encoded) the read tasks
     #: evaluate to drop rows before they reach the JVM; Spark still applies
@@ -188,12 +188,15 @@ class ReadOptions:
 # ---------------------------------------------------------------------------
 
 
-def key_filter_option(column: str, data: bytes) -> str:
+def key_filter_option(column: str, data) -> str:
     """The ``keyFilter`` option's value for a bloom filter of ``column``'s
-    keys (:mod:`lance_ops.format.keyfilter`)."""
+    keys (:mod:`lance_ops.format.keyfilter`): the filter's bytes, or where
+    the tasks build it (:class:`lance_ops.spark.sourcekeys.ParquetKeys`)."""
     import base64
 
-    return f"{column}:{base64.b64encode(data).decode()}"
+    if isinstance(data, bytes):
+        return f"{column}:{base64.b64encode(data).decode()}"
+    return f"{column}:{data.spec()}"
 
 
 class ScanPartition(InputPartition):
@@ -285,7 +288,12 @@ class LanceScanReader(DataSourceReader):
             import base64
 
             column, _, data = opts.key_filter.partition(":")
-            self.key_filter = (column, base64.b64decode(data))
+            if data.startswith("{"):  # (built in the tasks from the source's files)
+                from .sourcekeys import ParquetKeys
+
+                self.key_filter = (column, ParquetKeys.parse(data))
+            else:
+                self.key_filter = (column, base64.b64decode(data))
         #: Trees (lance_ops.arrow_eval) of the filters this scan evaluates
         #: itself in place of Spark (``arrowEval`` option).
         self.accepted: list = []
@@ -365,7 +373,9 @@ class LanceScanReader(DataSourceReader):
                 if self.key_filter is not None:  # (on the values Spark will compare)
                     from ..format.keyfilter import may_contain_each
 
-                    out = out.filter(may_contain_each(self.key_filter[1], out.column(self.key_filter[0])))
+                    data = self.key_filter[1]
+                    data = data if isinstance(data, bytes) else data.filter_bytes()
+                    out = out.filter(may_contain_each(data, out.column(self.key_filter[0])))
                     if not out.num_rows:
                         continue
                 if keep is not None:

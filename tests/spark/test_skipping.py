@@ -579,7 +579,9 @@ def test_merge_source_bounds_from_parquet_footers(spark, indexed, tmp_path, monk
     if connect:
         assert (jobs_f, range_f) == (1, range_j)
     else:
-        assert (jobs_f, range_f) == (0, "id in [17002, 24004] (from the source's Parquet footers)")
+        # (the bloom filter of the keys: built by the target scan's tasks from the same files)
+        assert (jobs_f, range_f) == (0, "id in [17002, 24004]; id in a bloom filter of <= 132 source keys built "
+                                        "by the scan's tasks (from the source's Parquet footers)")
 
     # without null keys: pylance's merge_insert agrees
     clean = _upserts(list(range(17001, 17301, 2)) + [N + 9])
@@ -628,10 +630,54 @@ def test_merge_source_bounds_from_parquet_footers(spark, indexed, tmp_path, monk
                            row_group_size=rng.choice([7, 50, 1000]))
         m_f, jobs_f, range_f, p_f = merge(spark.read.parquet(str(g)), f"gen{case}")
         m_j, _, _, p_j = merge(spark.read.parquet(str(g)), f"gen{case}", footers=False)
+        if case == 0:
+            p_j_gen0 = p_j
         assert _rows_any_order(p_f) == _rows_any_order(p_j), case
         assert {k: m_f[k] for k in ("numUpdatedRows", "numInsertedRows", "numSourceRows")} == \
             {k: m_j[k] for k in ("numUpdatedRows", "numInsertedRows", "numSourceRows")}, case
         assert jobs_f == 0 and range_f.endswith("footers)"), (case, range_f)
+
+    # a key range too wide to spare reading, more keys than an IN list takes:
+    # no statistics job either -- the scan's tasks build the bloom filter
+    import lance_ops.ops.merge as merge_mod
+    import lance_ops.ops.sourcefooters as sourcefooters
+
+    monkeypatch.setattr(sourcefooters, "narrow_enough", lambda *a: False)
+    monkeypatch.setattr(merge_mod, "MAX_KEY_SET", 20)
+    g = tmp_path / "gen0"
+    m_f, jobs_f, range_f, p_f = merge(spark.read.parquet(str(g)), "wide-bloom")
+    assert jobs_f == 0 and "built by the scan's tasks" in range_f, range_f
+    assert _rows_any_order(p_f) == _rows_any_order(p_j_gen0), range_f
+    monkeypatch.setattr(merge_mod, "MAX_KEY_SET", 10_000)  # (a key set only the job gives: it runs)
+    _, jobs_k, range_k, _ = merge(spark.read.parquet(str(g)), "wide-keys")
+    assert jobs_k == 1 and "keys)" in range_k, range_k
+
+
+def test_source_keys_filter_built_in_tasks_is_the_jobs(tmp_path):
+    """The bloom filter a target scan task builds from the source's Parquet
+    files (:mod:`lance_ops.spark.sourcekeys`) is the filter of the same keys
+    the statistics job builds: bit for bit, at the same size."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import types as T
+
+    from lance_ops.format.keyfilter import build, filter_size, may_contain_each
+    from lance_ops.ops.sourcefooters import footer_stats
+    from lance_ops.spark.sourcekeys import ParquetKeys
+
+    keys = [pa.array([None, 5, 2**40, -7], pa.int64()), pa.array(list(range(1000, 1300)), pa.int64())]
+    files = []
+    for k, arr in enumerate(keys):
+        pq.write_table(pa.table({"ID": arr}), str(tmp_path / f"{k}.parquet"), row_group_size=50)
+        files.append("file://" + str(tmp_path / f"{k}.parquet"))
+    stats = footer_stats(files, {"id": T.LongType()})  # (Spark's name: matched ignoring case)
+    spec = stats.key_filter("id")
+    assert isinstance(spec, ParquetKeys) and spec.nbytes == filter_size(304)
+    assert spec.files == tuple((str(tmp_path / f"{k}.parquet"), "ID") for k in range(2))
+    again = ParquetKeys.parse(spec.spec())
+    assert again == spec
+    assert again.filter_bytes() == build(pa.chunked_array(keys), filter_size(304))
+    probe = pa.array([5, 2**40, -7, 1000, 1299, 4, 1300], pa.int64())
+    assert may_contain_each(again.filter_bytes(), probe).to_pylist()[:5] == [True] * 5
 
 
 def test_parquet_footer_statistics(tmp_path):
@@ -652,7 +698,10 @@ def test_parquet_footer_statistics(tmp_path):
     b = write("b.parquet", pa.table({"ID": pa.array([-3, 4], pa.int64()), "d": pa.array([None, None], pa.date32()),
                                      "i": pa.array([0, 7], pa.int32())}))
     st = footer_stats([a, b], {"id": T.LongType(), "d": T.DateType(), "i": T.IntegerType()})
-    assert st.rows == 5 and st.key_sets == {} and st.key_filter("id") is None
+    assert st.rows == 5 and st.key_sets == {}
+    # integer keys: the scan's tasks build their bloom filter from the files; dates: never (rebasing)
+    assert st.key_filter("id").files == ((str(tmp_path / "a.parquet"), "ID"), (str(tmp_path / "b.parquet"), "ID"))
+    assert st.key_filter("d") is None
     assert st.bounds == {"id": (-3, 9), "d": (datetime.date(1970, 1, 2), datetime.date(1970, 1, 3)), "i": (0, 7)}
     assert footer_stats([b], {"d": T.DateType()}).bounds == {"d": (None, None)}  # (only nulls)
     assert footer_stats([a], {}).rows == 3
