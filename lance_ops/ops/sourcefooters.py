@@ -101,6 +101,8 @@ def footer_stats(files: list[str], columns: dict[str, T.DataType]) -> FooterStat
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from ..spark.sourcekeys import file_identity
+
     if len(files) > MAX_FILES:
         return None
     wanted = {}
@@ -118,6 +120,7 @@ def footer_stats(files: list[str], columns: dict[str, T.DataType]) -> FooterStat
         if path is None:
             return None
         try:
+            ident = file_identity(path)  # (before the footer: a file rewritten after it fails the tasks' check)
             meta = pq.ParquetFile(path).metadata
         except Exception:  # (not on this file system, or not readable here)
             return None
@@ -136,7 +139,7 @@ def footer_stats(files: list[str], columns: dict[str, T.DataType]) -> FooterStat
                 return None
             index[name] = leaf[0]
             if name in located:
-                located[name].append((path, arrow[hits[0]].name))
+                located[name].append((path, arrow[hits[0]].name, *ident))
         rows += meta.num_rows
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)

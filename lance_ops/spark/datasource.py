@@ -375,9 +375,10 @@ class LanceScanReader(DataSourceReader):
 
                     data = self.key_filter[1]
                     data = data if isinstance(data, bytes) else data.filter_bytes()
-                    out = out.filter(may_contain_each(data, out.column(self.key_filter[0])))
-                    if not out.num_rows:
-                        continue
+                    if data is not None:  # (None: the source's files changed since planning)
+                        out = out.filter(may_contain_each(data, out.column(self.key_filter[0])))
+                        if not out.num_rows:
+                            continue
                 if keep is not None:
                     out = out.filter(keep(out))
                     if not out.num_rows:

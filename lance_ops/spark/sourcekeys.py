@@ -30,7 +30,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class ParquetKeys:
     """Where a task finds the source's keys: (local path, the file's column
-    name) per file, and the filter's size in bytes."""
+    name, its size, its modification time in ns -- as the footers were read)
+    per file, and the filter's size in bytes."""
 
     files: tuple
     nbytes: int
@@ -42,22 +43,43 @@ class ParquetKeys:
     @classmethod
     def parse(cls, text: str) -> "ParquetKeys":
         d = json.loads(text)
-        return cls(tuple((str(p), str(c)) for p, c in d["files"]), int(d["nbytes"]))
+        return cls(tuple((str(p), str(c), int(n), int(t)) for p, c, n, t in d["files"]), int(d["nbytes"]))
 
-    def filter_bytes(self) -> bytes:
+    def filter_bytes(self) -> bytes | None:
+        """The filter; None (filter nothing) when a file is no longer the one
+        whose footers the merge read -- a source rewritten in place (a CDC
+        batch file reused) must not be filtered by its old keys."""
+        import os
+
+        for path, _column, size, mtime in self.files:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            if (st.st_size, st.st_mtime_ns) != (size, mtime):
+                return None
         return _built(self)
+
+
+def file_identity(path: str) -> tuple[int, int]:
+    """(size, modification time in ns) of a source file, as planned."""
+    import os
+
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
 
 
 @functools.lru_cache(maxsize=4)
 def _built(keys: ParquetKeys) -> bytes:
-    """The filter, once per Python worker (its tasks share it)."""
+    """The filter, once per Python worker (its tasks share it; a rewritten
+    file has another identity, so another entry)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from ..format.keyfilter import build
 
     chunks = []
-    for path, column in keys.files:
+    for path, column, _size, _mtime in keys.files:
         chunks += pq.read_table(path, columns=[column]).column(column).chunks
     values = pa.chunked_array(chunks) if chunks else pa.array([], pa.int64())
     return build(values, keys.nbytes)
