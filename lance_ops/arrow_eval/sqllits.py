@@ -33,7 +33,7 @@ from .catalyst import Unsupported
 #: Characters a string literal may not hold (the plan text needs them as structure).
 _UNSAFE = re.compile(r"[()\[\],#'\"`\\\x00-\x1f\x7f]")
 _NUMBER = re.compile(r"(?i)(\d+\.?\d*|\.\d+)(e[+-]?\d+)?(bd|[lsydf])?(?![\w])")
-_IDENT = re.compile(r"[A-Za-z_][\w]*")
+_IDENT = re.compile(r"[^\W\d]\w*")  # (letters of any script: Spark's identifiers take them)
 _DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _TS = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})[ T](\d{1,2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
 _TYPED_PREFIX = {"date": "date", "timestamp": "timestamp", "timestamp_ltz": "timestamp",

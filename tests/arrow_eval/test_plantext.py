@@ -124,6 +124,11 @@ def test_long_in_lists_and_deep_nesting():
         where(" AND ".join(f"i = {k}" for k in range(800)), text)
 
 
+def test_identifiers_of_any_script_are_not_literals():
+    assert literals(["`straße` = 'x' AND größe > 5 AND ÿ IS NULL"]) == [
+        Candidate("string", "x"), Candidate("integer", 5), Candidate("void", None)]
+
+
 def test_a_null_between_literals_takes_their_type():
     [t] = where("NULL = 'z'", "(null = z)")
     assert t.args == (lit(None, "string"), lit("z", "string"))
