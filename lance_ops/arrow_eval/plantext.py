@@ -41,7 +41,7 @@ import re
 
 from . import decimals as dec
 from .catalyst import Unsupported, X, _Decoder
-from .sqllits import Candidate, f32, wall_clock
+from .sqllits import Candidate, f32, printed_number, wall_clock
 
 #: ``cast(x as <simpleString>)`` -> the JSON type names the decoder reads.
 _SIMPLE = {"tinyint": "byte", "smallint": "short", "int": "integer", "bigint": "long"}
@@ -367,8 +367,8 @@ def _key_of(c: Candidate):
 
 def _token_keys(token: str) -> list:
     keys = [("s", token)]
-    if re.fullmatch(r"-?\d+(\.\d+)?(E-?\d+)?|-?NaN|-?Infinity", token):
-        f = float(token)
+    f = printed_number(token)
+    if f is not None:
         keys.append(("n", "nan" if f != f else abs(f)))
         if f == f:
             keys.append(("n", abs(f32(f))))  # (a float literal's value is its 32-bit rounding)

@@ -88,6 +88,15 @@ def f32(f: float) -> float:
         return float("inf") if f > 0 else float("-inf")
 
 
+_PRINTED_NUMBER = re.compile(r"-?\d+(\.\d+)?(E-?\d+)?|-?NaN|-?Infinity")
+
+
+def printed_number(token: str) -> float | None:
+    """The value of any number Catalyst may print (integers, decimals, Java's
+    renderings of doubles and floats), as a float; None for other tokens."""
+    return float(token) if _PRINTED_NUMBER.fullmatch(token) else None
+
+
 def _java_float(token: str) -> float | None:
     """A Java ``Double.toString`` / ``Float.toString`` rendering as a float."""
     if token in ("NaN", "Infinity", "-Infinity") or re.fullmatch(r"-?\d+\.\d+(E-?\d+)?", token):

@@ -355,6 +355,13 @@ class LanceScanReader(DataSourceReader):
             prefilter = compile_expr(And(tuple(self.prefilter)), self.arrow_target)
         if self.row_filter:
             from .rowfilter import apply as apply_row_filter
+        key_filter = None  # (column, filter bytes): resolved once a task, not per batch
+        if self.key_filter is not None:
+            from ..format.keyfilter import may_contain_each
+
+            column, data = self.key_filter
+            data = data if isinstance(data, bytes) else data.filter_bytes()
+            key_filter = (column, data) if data is not None else None  # (None: the source's files changed)
         rows = 0
         bounds_cols = [c for c in self.record_bounds[0] if c in self.columns] if self.record_bounds else []
         recorded = []
@@ -370,15 +377,10 @@ class LanceScanReader(DataSourceReader):
                     for c in bounds_cols:
                         seen[c].append(batch.column(c))
                 out = to_spark_batch(batch, self.arrow_target)
-                if self.key_filter is not None:  # (on the values Spark will compare)
-                    from ..format.keyfilter import may_contain_each
-
-                    data = self.key_filter[1]
-                    data = data if isinstance(data, bytes) else data.filter_bytes()
-                    if data is not None:  # (None: the source's files changed since planning)
-                        out = out.filter(may_contain_each(data, out.column(self.key_filter[0])))
-                        if not out.num_rows:
-                            continue
+                if key_filter is not None:  # (on the values Spark will compare)
+                    out = out.filter(may_contain_each(key_filter[1], out.column(key_filter[0])))
+                    if not out.num_rows:
+                        continue
                 if keep is not None:
                     out = out.filter(keep(out))
                     if not out.num_rows:

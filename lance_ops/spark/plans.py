@@ -231,22 +231,21 @@ def replayable(sections: dict[str, str]) -> bool:
     return not (_NONDETERMINISTIC.search(analyzed) or _NONDETERMINISTIC.search(physical))
 
 
-def analyzed_trees(df, schema, sections: dict[str, str] | None = None) -> list | None:
+def analyzed_trees(df, schema) -> list | None:
     """The Arrow evaluator's trees (:mod:`lance_ops.arrow_eval.catalyst`) of
     a Spark Connect DataFrame's top ``select`` / ``where`` over an empty
     frame of ``schema`` (a StructType), read from its ``EXPLAIN`` text and
     the literals of the SQL it was built from
     (:mod:`lance_ops.arrow_eval.plantext`); None when the text does not
     say exactly one thing in the decoder's subset (Spark evaluates then).
-    Costs one ``explain`` round trip (or none, given its ``sections``) and
-    three conf lookups. (Callers record ``planInspection`` "explain".)"""
+    Costs one ``explain`` round trip and three conf lookups. (Callers record ``planInspection`` "explain".)"""
     from ..arrow_eval.catalyst import Unsupported
     from ..arrow_eval.plantext import decode_text
     from .pyspark_internals import connect_literals
 
     try:
         candidates = connect_literals(df)
-        analyzed = (sections or explain_sections(df)).get("Analyzed Logical Plan")
+        analyzed = explain_sections(df).get("Analyzed Logical Plan")
         if not analyzed:
             return None
         conf = df.sparkSession.conf  # (effective values: getAll lists only what was set)

@@ -133,12 +133,16 @@ def gen_predicate(rnd: random.Random) -> str:
     return glue.join(atoms)
 
 
+def edge_schema() -> T.StructType:
+    return T.StructType([T.StructField("rid", T.LongType())] + [T.StructField(n, st) for n, (_, st, _) in COLUMNS.items()])
+
+
 @pytest.fixture(scope="module")
 def edge_table(tmp_path_factory, spark):
     path = str(tmp_path_factory.mktemp("arrow_eval") / "t.lance")
     data = gen_table()
     lance.write_dataset(data, path, max_rows_per_file=80, enable_stable_row_ids=True)
-    schema = T.StructType([T.StructField("rid", T.LongType())] + [T.StructField(n, st) for n, (_, st, _) in COLUMNS.items()])
+    schema = edge_schema()
     reference = spark.createDataFrame([tuple(r.values()) for r in data.to_pylist()], schema).cache()
     return path, reference
 
@@ -949,7 +953,7 @@ def plan_text_vs_json(spark, exprs: list[str], ansi: bool) -> dict:
     from lance_ops.spark.jvm import analyzed_json
     from lance_ops.spark.plans import explain_sections
 
-    schema = T.StructType([T.StructField("rid", T.LongType())] + [T.StructField(n, st) for n, (_, st, _) in COLUMNS.items()])
+    schema = edge_schema()
     types = {f.name: f.dataType.jsonValue() for f in schema.fields}
     frame = empty_frame(spark, schema)
     out = {"same": [], "json only": [], "text only": [], "differ": [], "neither": []}
