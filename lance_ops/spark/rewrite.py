@@ -15,7 +15,15 @@ import pyarrow as pa
 
 from ..format.datafile import WholeFileLayout
 from ..format.proto import table_pb2
-from ..format.scan import ROW_CREATED, ROW_ID, ROW_UPDATED, FragmentScan, scan_fragment, scan_whole_fragment
+from ..format.scan import (
+    ROW_CREATED,
+    ROW_ID,
+    ROW_UPDATED,
+    FragmentScan,
+    scan_fragment,
+    scan_whole_fragment,
+    scan_whole_fragments,
+)
 from ..format.schema import Schema
 from ..format.writer import FragmentSink
 from ..storage.objectstore import ObjectStore
@@ -78,9 +86,15 @@ def _remap_indices(task: "IndexRemapTask", batches):
 #: read one after the other. Bigger fragments (or of unknown size) stream
 #: batch by batch.
 READ_AHEAD_FRAGMENT_BYTES = 2 * 1024 * 1024
-#: At most this many fragments and file bytes in flight, on this many threads.
-READ_AHEAD_WINDOW = 64
-READ_AHEAD_BYTES = 32 * 1024 * 1024
+#: Consecutive small fragments are read ahead in chunks of at most this many
+#: fragments and bytes, one thread task each, whose rows come back as one
+#: table (:func:`~lance_ops.format.scan.scan_whole_fragments`): a future, a
+#: table and three metadata columns per 25-row fragment cost more Python
+#: (under the GIL) than the codec's read of it.
+READ_AHEAD_CHUNK = 64
+READ_AHEAD_CHUNK_BYTES = 4 * 1024 * 1024
+#: At most this many chunks in flight, on this many threads.
+READ_AHEAD_WINDOW = 8
 READ_AHEAD_THREADS = 4
 
 
@@ -93,7 +107,8 @@ def _file_bytes(frag: table_pb2.DataFragment) -> int:
 def _group_batches(ctx: RewriteContext, fragments: list[bytes]):
     """The batches of the group's fragments, in order (deleted rows dropped,
     the current columns plus the row id / lineage columns when the table has
-    stable row ids); small fragments read ahead on threads."""
+    stable row ids); runs of small fragments read ahead on threads, a chunk
+    at a time."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
@@ -101,31 +116,40 @@ def _group_batches(ctx: RewriteContext, fragments: list[bytes]):
     meta = [ROW_ID, ROW_CREATED, ROW_UPDATED] if ctx.stable_row_ids else []
     layout = WholeFileLayout.of(ctx.schema, ctx.file_version)
 
+    def scan(frag):
+        return FragmentScan(frag, names, meta, stable_row_ids=ctx.stable_row_ids)
+
     def batches(frag):
-        scan = FragmentScan(frag, names, meta, stable_row_ids=ctx.stable_row_ids)
-        whole = None if layout is None else scan_whole_fragment(ctx.store, layout, scan)
-        return whole if whole is not None else scan_fragment(ctx.store, ctx.schema, scan)
+        whole = None if layout is None else scan_whole_fragment(ctx.store, layout, scan(frag))
+        return whole if whole is not None else scan_fragment(ctx.store, ctx.schema, scan(frag))
+
+    def chunk_batches(chunk):
+        table = None if layout is None else scan_whole_fragments(ctx.store, layout, chunk, meta, ctx.stable_row_ids)
+        if table is None:  # (some fragment needs the general reader)
+            return [b for f in chunk for b in batches(f)]
+        return table.to_batches() if table.num_rows else []
 
     frags = deque(table_pb2.DataFragment.FromString(raw) for raw in fragments)
     with ThreadPoolExecutor(READ_AHEAD_THREADS, thread_name_prefix="lance_ops-read-ahead") as pool:
-        ahead: deque = deque()  # (fragment, its bytes, future of its batches | None: streamed in its turn)
-        in_flight = 0
+        ahead: deque = deque()  # (fragment | None, future of a chunk's batches | None: streamed in its turn)
         try:
             while frags or ahead:
                 while frags and len(ahead) < READ_AHEAD_WINDOW:
-                    size = _file_bytes(frags[0])
-                    small = 0 < size <= READ_AHEAD_FRAGMENT_BYTES
-                    if small and in_flight + size > READ_AHEAD_BYTES:
-                        break
-                    frag = frags.popleft()
-                    in_flight += size if small else 0
-                    ahead.append((frag, size if small else 0,
-                                  pool.submit(lambda f: list(batches(f)), frag) if small else None))
-                frag, size, future = ahead.popleft()
+                    chunk, size = [], 0
+                    while frags and len(chunk) < READ_AHEAD_CHUNK:
+                        n = _file_bytes(frags[0])
+                        if not 0 < n <= READ_AHEAD_FRAGMENT_BYTES or (chunk and size + n > READ_AHEAD_CHUNK_BYTES):
+                            break
+                        chunk.append(frags.popleft())
+                        size += n
+                    if chunk:
+                        ahead.append((None, pool.submit(chunk_batches, chunk)))
+                    else:  # a big fragment: streamed in its turn
+                        ahead.append((frags.popleft(), None))
+                frag, future = ahead.popleft()
                 yield from (future.result() if future is not None else batches(frag))
-                in_flight -= size
         finally:
-            for _, _, future in ahead:
+            for _, future in ahead:
                 if future is not None:
                     future.cancel()
 

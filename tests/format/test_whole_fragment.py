@@ -1,6 +1,7 @@
 """The whole-fragment read compaction uses for tiny fragments
-(``scan_whole_fragment``: one codec call per fragment) against the general
-fragment scan and pylance: same rows, metadata columns and deletions; and
+(``scan_whole_fragment``: one codec call per fragment; ``scan_whole_fragments``:
+a run of them as one table) against the general fragment scan and pylance:
+same rows, metadata columns and deletions; and
 the layouts it must leave to the general reader (a renamed column, a second
 data file, nested columns) are left to it."""
 import lance
@@ -9,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from lance_ops.format.datafile import WholeFileLayout
-from lance_ops.format.scan import FragmentScan, scan_fragment, scan_whole_fragment
+from lance_ops.format.scan import FragmentScan, scan_fragment, scan_whole_fragment, scan_whole_fragments
 from lance_ops.storage import ObjectStore
 from lance_ops.txn.log import open_snapshot
 
@@ -57,6 +58,15 @@ def test_equals_the_general_scan_and_pylance(tmp_path, stable, include_deleted):
         expected = lance.dataset(p).to_table(columns=data.column_names + meta, with_row_id=stable,
                                              with_row_address=True)
         assert got == sorted(expected.to_pylist(), key=lambda r: (r["id"], r["_rowaddr"]))
+        # the run read as one table: the same rows in the same order, one schema
+        store = ObjectStore(p)
+        snap = open_snapshot(store)
+        layout = WholeFileLayout.of(snap.schema, snap.data_format_version)
+        meta = META if stable else META[1:2]
+        run = scan_whole_fragments(store, layout, snap.fragments, meta, stable)
+        assert run.to_pylist() == [r for _, general in pairs for r in _rows(general)]
+        assert run.schema == pairs[0][1][0].schema
+        assert scan_whole_fragments(store, layout, snap.fragments[2:3], meta, stable).to_pylist() == _rows(pairs[2][1])
 
 
 def test_layouts_left_to_the_general_reader(tmp_path):
@@ -66,6 +76,10 @@ def test_layouts_left_to_the_general_reader(tmp_path):
     lance.dataset(p).alter_columns({"path": "x", "name": "y"})  # the files still call it x
     pairs = _both(p, True)
     assert [whole for whole, _ in pairs] == [None, None]
+    store = ObjectStore(p)
+    snap = open_snapshot(store)
+    layout = WholeFileLayout.of(snap.schema, snap.data_format_version)
+    assert scan_whole_fragments(store, layout, snap.fragments, META, True) is None  # (one by one, then)
     assert [r["y"] for _, g in pairs for r in _rows(g)] == list(range(0, 100, 2))
     lance.write_dataset(pa.table({"id": ids, "y": ids}), p, mode="append", max_rows_per_file=50)
     lance.dataset(p).add_columns({"z": "id + 1"})  # a second data file in every fragment

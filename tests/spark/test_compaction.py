@@ -93,6 +93,29 @@ def test_without_stable_row_ids(spark, tmp_path):
     assert state(ours)[1:] == state(ref)[1:] and state(ours)[0] == state(ref)[0] - 1  # (no ReserveFragments)
 
 
+def test_a_chunk_holding_a_renamed_column_is_read_fragment_by_fragment(spark, tmp_path):
+    """Tiny fragments are read ahead in chunks, as one table; a chunk holding
+    fragments whose files call a column by its old name (a rename) is read
+    fragment by fragment instead -- the same rows, ids and lineage as
+    pylance."""
+    ours, ref = twin(tmp_path, [10] * 5, deletes=["id % 4 = 1"])
+    for p in (ours, ref):
+        lance.dataset(p).alter_columns({"path": "v", "name": "w"})  # the 5 files still call it v
+        for i in range(5):  # 5 more files that call it w
+            ids = np.arange(50 + 10 * i, 60 + 10 * i)
+            lance.write_dataset(pa.table({"id": ids, "w": ids * 2.0, "s": [f"s{x}" for x in ids]}), p, mode="append")
+    LanceTable(spark, ours).optimize().executeCompaction()
+    lance.dataset(ref).optimize.compact_files()
+
+    def rows(p):
+        ds = lance.dataset(p)
+        return len(ds.get_fragments()), arrow_rows(ds.to_table(columns=["id", "w", "s"] + LINEAGE, with_row_id=True,
+                                                                with_row_address=True), ("id",))
+
+    assert rows(ours) == rows(ref)
+    assert rows(ours)[0] == 1
+
+
 def test_keeps_lineage_after_updates_and_drops_dropped_columns(spark, tmp_path):
     p = make(str(tmp_path / "t.lance"), [200] * 4)
     t = LanceTable(spark, p)
