@@ -296,6 +296,8 @@ def btree_ids(pages, c: Conjunct, is_float: bool):
     chosen = [z for z in pages.zones if zone_may_match(z, c, is_float)]
     if len(chosen) > BTREE_MAX_PAGES:
         return None
+    if len(chosen) == len(pages.zones) and all(_zone_all_match(z, c, is_float) for z in chosen):
+        return None  # (every indexed row may match: no pruning, and no pass over the whole index to learn it)
     if not chosen:
         return np.empty(0, dtype=np.uint64)
     # IS NULL and comparisons (=, IN, <, ...) with non-NaN literals: only the
@@ -318,6 +320,22 @@ def btree_ids(pages, c: Conjunct, is_float: bool):
                     mask = pc.or_(mask, m.fill_null(False))
                 return mask
     return np.unique(pages.read_ids(chosen, keep))
+
+
+def _zone_all_match(zone: Zone, c: Conjunct, is_float: bool) -> bool:
+    """True only if every non-null value in the zone satisfies a range
+    conjunct ``c`` (``<``, ``<=``, ``>``, ``>=``; not over floats, whose NaNs
+    the stats may not bound). False whenever unsure: the caller then reads
+    the page's row ids."""
+    if is_float or c.op not in (">", ">=", "<", "<="):
+        return False
+    lo, hi, v = zone.min, zone.max, c.value
+    if lo is UNKNOWN or hi is UNKNOWN or lo is None or hi is None or v is None:
+        return False
+    try:
+        return bool({">": lo > v, ">=": lo >= v, "<": hi < v, "<=": hi <= v}[c.op])
+    except TypeError:
+        return False
 
 
 def _holds_any(row_ids, wanted) -> bool:
@@ -448,7 +466,7 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
     used: set[str] = set()
     probes: dict[tuple[int, str], object] = {}
     masks: dict[tuple[int, str], np.ndarray] = {}
-    vetoes = _zone_vetoes(conjuncts, by_col, masks)
+    vetoes = _zone_vetoes(conjuncts, by_col, masks) + _btree_vetoes(conjuncts, by_col, probes)
     for frag in fragments:
         veto = next((ix for ix, kept in vetoes if kept.get(frag.id, True) is False and frag.id in ix.covered), None)
         if veto is not None:  # (no zone of it may match a conjunct: what the loop below finds, sooner)
@@ -463,14 +481,8 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
                     continue
                 is_float = pa.types.is_floating(ix.arrow_type)
                 if ix.btree is not None:
-                    key = (ci, ix.name)
-                    if key not in probes:
-                        probes[key] = btree_ids(ix.btree, c, is_float)
-                    ids = probes[key]
-                    if ids is None:
-                        continue
-                    at = np.searchsorted(ids, np.uint64(frag.id) << np.uint64(32))
-                    if not (at < len(ids) and int(ids[at] >> np.uint64(32)) == frag.id):
+                    held = _btree_fragments(probes, ci, ix, c)
+                    if held is not None and frag.id not in held:
                         current = []
                         used.add(ix.name)
                     continue
@@ -512,6 +524,31 @@ def plan(fragments, indices: list[ColumnIndex], conjuncts: list[Conjunct]) -> Sk
         else:
             skipped.append(frag.id)
     return SkipPlan(ranges, skipped, sorted(used))
+
+
+def _btree_fragments(probes: dict, ci: int, ix: ColumnIndex, c: Conjunct) -> set[int] | None:
+    """Ids of the fragments holding a row of BTREE ``ix`` that may satisfy
+    conjunct ``ci`` (None: the index does not narrow it), probed once."""
+    key = (ci, ix.name)
+    if key not in probes:
+        ids = btree_ids(ix.btree, c, pa.types.is_floating(ix.arrow_type))
+        probes[key] = None if ids is None else set(np.unique(ids >> np.uint64(32)).tolist())
+    return probes[key]
+
+
+def _btree_vetoes(conjuncts: list[Conjunct], by_col: dict, probes: dict) -> list[tuple[ColumnIndex, dict]]:
+    """:func:`_zone_vetoes` for BTREE indices: (the index, fragment id ->
+    whether it holds a row that may match) for each conjunct the index
+    narrows, so :func:`plan` skips the others with one lookup each."""
+    out = []
+    for ci, c in enumerate(conjuncts):
+        for ix in by_col.get(c.column, ()):
+            if ix.btree is None:
+                continue
+            held = _btree_fragments(probes, ci, ix, c)
+            if held is not None:
+                out.append((ix, {f: f in held for f in ix.covered}))
+    return out
 
 
 def _zone_vetoes(conjuncts: list[Conjunct], by_col: dict, masks: dict) -> list[tuple[ColumnIndex, dict]]:

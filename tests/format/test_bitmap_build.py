@@ -78,3 +78,38 @@ def test_btree_exact_filters_follow_spark_semantics():
     assert frags("<", 0.0) == [] and frags("<=", 0.0) == [1, 2]
     assert frags("=", 0.0) == [1, 2] and frags("isnull", None) == [0]
     assert frags("=", float("nan")) == [0, 1, 2, 3, 4]  # (NaN literal: the whole page)
+
+
+def test_btree_range_holding_every_page_is_not_read():
+    """A range conjunct every BTREE page lies inside prunes nothing: it is
+    not read (a merge's source key range over the whole table costs a pass
+    over the index otherwise); a range cutting a page, or leaving a page
+    out, is read and narrows as before."""
+    import numpy as np
+
+    from lance_ops.format.proto import table_pb2
+    from lance_ops.format.pruning import ColumnIndex, Conjunct, btree_ids, plan
+    from lance_ops.format.zones import Zone
+
+    vals = pa.array(np.arange(20, dtype=np.int64))
+    reads = []
+
+    class Pages:
+        arrow_type = pa.int64()
+        zones = [Zone(0, 0, 10, 0, 9, 0, 0), Zone(1, 10, 20, 10, 19, 0, 0)]
+
+        def read_ids(self, pages, keep=None):
+            reads.append([z.fragment_id for z in pages])  # (a page: its number)
+            ids = (np.arange(20, dtype=np.uint64) // np.uint64(5)) << np.uint64(32)  # 5 rows a fragment
+            return ids if keep is None else ids[keep(vals).to_numpy(zero_copy_only=False)]
+
+    assert btree_ids(Pages(), Conjunct("id", ">=", 0), False) is None and reads == []
+    assert btree_ids(Pages(), Conjunct("id", "<=", 19), False) is None and reads == []
+    assert sorted(set(int(i >> 32) for i in btree_ids(Pages(), Conjunct("id", ">=", 1), False))) == [0, 1, 2, 3]
+    assert sorted(set(int(i >> 32) for i in btree_ids(Pages(), Conjunct("id", ">", 9), False))) == [2, 3]
+    assert reads == [[0, 1], [1]]
+
+    frags = [table_pb2.DataFragment(id=i, physical_rows=5) for i in range(4)]
+    ix = ColumnIndex("id_idx", "id", pa.int64(), {0, 1, 2, 3}, btree=Pages())
+    got = plan(frags, [ix], [Conjunct("id", ">=", 0), Conjunct("id", "<=", 19), Conjunct("id", "in", [3, 16])])
+    assert sorted(got.ranges) == [0, 3] and sorted(got.skipped) == [1, 2]
