@@ -194,6 +194,33 @@ def decode_row_ids(data: bytes) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+def decode_row_ids_at(data: bytes, physical_rows: int, offsets: np.ndarray) -> np.ndarray:
+    """The row ids at physical ``offsets`` (each below ``physical_rows``),
+    without decoding the others where the sequence is ranges (a fragment
+    pylance or lance_ops wrote: one range): an update of a few rows of a
+    250k-row fragment reads a few ids, not 250k. Any other segment: the
+    whole sequence, indexed. The sequence must cover ``physical_rows``."""
+    seq = rowids_pb2.RowIdSequence()
+    try:
+        seq.ParseFromString(data)
+    except Exception as e:  # protobuf DecodeError
+        raise CorruptTableError(f"cannot decode row id sequence: {e}") from e
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if all(s.WhichOneof("segment") == "range" for s in seq.segments):
+        starts = np.array([s.range.start for s in seq.segments], dtype=np.uint64)
+        lengths = np.array([max(0, s.range.end - s.range.start) for s in seq.segments], dtype=np.int64)
+        if int(lengths.sum()) != physical_rows:
+            raise CorruptTableError(f"row id sequence covers {int(lengths.sum())} rows, fragment has {physical_rows}")
+        ends = np.cumsum(lengths)
+        which = np.searchsorted(ends, offsets, side="right")
+        before = ends[which] - lengths[which]
+        return starts[which] + (offsets - before).astype(np.uint64)
+    ids = decode_row_ids(data)
+    if len(ids) != physical_rows:
+        raise CorruptTableError(f"row id sequence covers {len(ids)} rows, fragment has {physical_rows}")
+    return ids[offsets]
+
+
 def encode_row_ids(chunks: Iterable[np.ndarray]) -> bytes:
     """``inline_row_ids`` bytes: one segment per chunk (empty chunks skipped)."""
     seq = rowids_pb2.RowIdSequence()
@@ -287,6 +314,26 @@ def version_bounds(data: bytes | None, default: int = 1) -> tuple[int, int]:
         raise CorruptTableError(f"cannot decode row version sequence: {e}") from e
     versions = [r.version for r in seq.runs if segment_len(r.span)]
     return (min(versions), max(versions)) if versions else (default, default)
+
+
+def decode_versions_at(data: bytes | None, physical_rows: int, offsets: np.ndarray, default: int = 1) -> np.ndarray:
+    """:func:`decode_versions` at physical ``offsets`` only (a run lookup
+    each, no per-row expansion of the fragment)."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if not data:
+        return np.full(len(offsets), default, dtype=np.uint64)
+    seq = rowids_pb2.RowDatasetVersionSequence()
+    try:
+        seq.ParseFromString(data)
+    except Exception as e:
+        raise CorruptTableError(f"cannot decode row version sequence: {e}") from e
+    lengths = np.array([segment_len(r.span) for r in seq.runs], dtype=np.int64)
+    if int(lengths.sum()) != physical_rows:
+        raise CorruptTableError(
+            f"row version sequence covers {int(lengths.sum())} rows, fragment has {physical_rows}"
+        )
+    versions = np.array([r.version for r in seq.runs], dtype=np.uint64)
+    return versions[np.searchsorted(np.cumsum(lengths), offsets, side="right")]
 
 
 def decode_versions(data: bytes | None, physical_rows: int, default: int = 1) -> np.ndarray:

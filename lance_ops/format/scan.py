@@ -21,10 +21,20 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..errors import CorruptTableError
 from .datafile import FragmentDataReader, WholeFileLayout, read_whole_file
 from .deletion import read_deletion_vector
 from .proto import table_pb2
-from .rowids import CREATED, ROW_IDS, UPDATED, decode_row_ids, decode_versions, sequence_bytes
+from .rowids import (
+    CREATED,
+    ROW_IDS,
+    UPDATED,
+    decode_row_ids,
+    decode_row_ids_at,
+    decode_versions,
+    decode_versions_at,
+    sequence_bytes,
+)
 from .schema import Schema
 
 ROW_ID = "_rowid"
@@ -76,11 +86,13 @@ def scan_fragment(store, schema: Schema, scan: FragmentScan) -> Iterator[pa.Reco
         if len(dv):
             deleted = dv.mask(n_phys)
     meta = list(scan.metadata)
-    sequences = _sequences(store, frag, meta, scan.stable_row_ids)
     if scan.offsets is not None:
         offsets = np.asarray(scan.offsets, dtype=np.uint64)
+        # (the sequences at those offsets only: indexed by position in them)
+        sequences = _sequences(store, frag, meta, scan.stable_row_ids, at=offsets.astype(np.int64))
         source = reader.take(offsets, scan.batch_rows)
     else:
+        sequences = _sequences(store, frag, meta, scan.stable_row_ids)
         offsets = None
         source = reader.read(start, end, scan.batch_rows)
     pos = start if offsets is None else 0
@@ -100,7 +112,7 @@ def scan_fragment(store, schema: Schema, scan: FragmentScan) -> Iterator[pa.Reco
         arrays = list(batch.columns)
         names = list(batch.schema.names)
         fields = list(batch.schema)
-        idx = phys.astype(np.int64)
+        idx = phys.astype(np.int64) if offsets is None else slice(lo, hi)
         for m in meta:
             arrays.append(pa.array(_metadata_values(m, frag, phys, idx, sequences), type=pa.uint64()))
             names.append(m)
@@ -167,8 +179,6 @@ def scan_whole_fragments(store, layout: WholeFileLayout, fragments: Sequence[tab
             if m == ROW_ID and stable_row_ids:
                 ids = decode_row_ids(sequence_bytes(store, frag, ROW_IDS) or b"")
                 if len(ids) != n:
-                    from ..errors import CorruptTableError
-
                     raise CorruptTableError(f"fragment {frag.id} has {len(ids)} row ids for {n} rows")
                 columns[m].append(ids)
             elif m in (ROW_CREATED, ROW_UPDATED):
@@ -199,22 +209,30 @@ def scan_whole_fragments(store, layout: WholeFileLayout, fragments: Sequence[tab
     return table
 
 
-def _sequences(store, frag: table_pb2.DataFragment, meta, stable_row_ids: bool) -> tuple:
+def _sequences(store, frag: table_pb2.DataFragment, meta, stable_row_ids: bool, at: np.ndarray | None = None) -> tuple:
     """(row ids, created-at versions, last-updated versions) of every
-    physical row of ``frag``, each decoded only when a metadata column in
-    ``meta`` needs it (else None)."""
+    physical row of ``frag`` -- or only of the physical offsets ``at``, in
+    their order -- each decoded only when a metadata column in ``meta``
+    needs it (else None)."""
     n = frag.physical_rows
     row_ids = created = updated = None
     if ROW_ID in meta and stable_row_ids:
-        row_ids = decode_row_ids(sequence_bytes(store, frag, ROW_IDS) or b"")
-        if len(row_ids) != n:
-            from ..errors import CorruptTableError
-
-            raise CorruptTableError(f"fragment {frag.id} has {len(row_ids)} row ids for {n} rows")
+        data = sequence_bytes(store, frag, ROW_IDS) or b""
+        if at is not None:
+            try:
+                row_ids = decode_row_ids_at(data, n, at)
+            except CorruptTableError as e:
+                raise CorruptTableError(f"fragment {frag.id}: {e}") from e
+        else:
+            row_ids = decode_row_ids(data)
+            if len(row_ids) != n:
+                raise CorruptTableError(f"fragment {frag.id} has {len(row_ids)} row ids for {n} rows")
     if ROW_CREATED in meta:
-        created = decode_versions(sequence_bytes(store, frag, CREATED), n)
+        data = sequence_bytes(store, frag, CREATED)
+        created = decode_versions(data, n) if at is None else decode_versions_at(data, n, at)
     if ROW_UPDATED in meta:
-        updated = decode_versions(sequence_bytes(store, frag, UPDATED), n)
+        data = sequence_bytes(store, frag, UPDATED)
+        updated = decode_versions(data, n) if at is None else decode_versions_at(data, n, at)
     return row_ids, created, updated
 
 

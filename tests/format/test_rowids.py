@@ -64,3 +64,39 @@ def test_roundtrip_random_and_unsorted():
 def test_contiguous_runs():
     runs = rowids.contiguous_runs(np.array([4, 6, 7, 8, 20], dtype=np.uint64))
     assert [r.tolist() for r in runs] == [[4], [6, 7, 8], [20]]
+
+
+def test_values_at_offsets_equal_the_whole_sequence_indexed():
+    """``decode_row_ids_at`` / ``decode_versions_at`` (an update reading a
+    few rows of a big fragment) give exactly the full decode at those
+    offsets, for every segment kind and run layout; a sequence that does
+    not cover the fragment is a CorruptTableError either way."""
+    from lance_ops.errors import CorruptTableError
+
+    rng = np.random.default_rng(7)
+    for case in range(60):
+        chunks, start = [], 0
+        for _ in range(rng.integers(1, 5)):
+            n = int(rng.integers(1, 300))
+            kind = rng.integers(0, 3)
+            if kind == 0:  # a range
+                chunks.append(np.arange(start, start + n, dtype=np.uint64))
+            elif kind == 1:  # holes / bitmap / sorted array: what a sparse run encodes as
+                chunks.append(np.sort(rng.choice(np.arange(start, start + 3 * n), n, replace=False)).astype(np.uint64))
+            else:  # unsorted (an array segment)
+                chunks.append(rng.permutation(np.arange(start, start + n)).astype(np.uint64))
+            start += 3 * n + 5
+        data = rowids.encode_row_ids(chunks)
+        ids = rowids.decode_row_ids(data)
+        offsets = np.sort(rng.choice(len(ids), int(rng.integers(1, len(ids) + 1)), replace=False))
+        assert np.array_equal(rowids.decode_row_ids_at(data, len(ids), offsets), ids[offsets]), case
+        per_row = np.repeat(rng.integers(1, 9, size=len(chunks)).astype(np.uint64), [len(c) for c in chunks])
+        vdata = rowids.encode_versions(per_row)
+        assert np.array_equal(rowids.decode_versions_at(vdata, len(per_row), offsets), per_row[offsets]), case
+        with pytest.raises(CorruptTableError):
+            rowids.decode_row_ids_at(data, len(ids) + 1, offsets)
+        with pytest.raises(CorruptTableError):
+            rowids.decode_versions_at(vdata, len(per_row) - 1, offsets[:1])
+    assert list(rowids.decode_versions_at(None, 10, np.array([0, 9]))) == [1, 1]  # (no sequence: version 1)
+    ranges = rowids.encode_row_ids([np.arange(100, 110, dtype=np.uint64), np.arange(5, 8, dtype=np.uint64)])
+    assert list(rowids.decode_row_ids_at(ranges, 13, np.array([0, 9, 10, 12]))) == [100, 109, 5, 7]
