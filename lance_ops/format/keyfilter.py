@@ -149,58 +149,8 @@ def fold(filter_bytes: bytes, nbytes: int) -> bytes:
     return acc.tobytes()
 
 
-#: Integer keys spanning at most this many values get an exact key set in
-#: place of the bloom filter (:class:`DenseKeys`: a byte per value of the
-#: range, 16 MiB at most), probed with one gather: ~13x cheaper a row than
-#: hashing into the bloom filter, and no false positives.
-DENSE_MAX_SPAN = 1 << 24
-
-
-class DenseKeys:
-    """The exact set of integer keys in ``[lo, hi]``: one byte per value of
-    the range (plus a trailing False every value outside it maps to)."""
-
-    def __init__(self, lo: int, hi: int, present: np.ndarray):
-        self.lo, self.hi = lo, hi
-        self.present = present
-
-    @classmethod
-    def build(cls, values: pa.Array, lo: int, hi: int) -> "DenseKeys | None":
-        """The set of the non-null integer ``values``; None when one is
-        outside ``[lo, hi]`` (the range said to hold them did not: filter
-        nothing rather than drop a key)."""
-        if isinstance(values, pa.ChunkedArray):
-            values = values.combine_chunks()
-        span = hi - lo + 1
-        if not 0 < span <= DENSE_MAX_SPAN:
-            raise ValueError(f"a dense key set spans 1 to {DENSE_MAX_SPAN} values, not {span}")
-        v = values.drop_null().cast(pa.int64()).to_numpy(zero_copy_only=False)
-        if len(v) and (int(v.min()) < lo or int(v.max()) > hi):
-            return None
-        present = np.zeros(span + 1, dtype=bool)
-        present[v - lo] = True
-        return cls(lo, hi, present)
-
-    def contains_each(self, values: pa.Array) -> pa.Array:
-        """Per value: whether it is in the set (null: False); values that are
-        not integers are all kept (Spark's join decides)."""
-        if isinstance(values, pa.ChunkedArray):
-            values = values.combine_chunks()
-        if not pa.types.is_integer(values.type) or values.type == pa.uint64():
-            return pa.array(np.ones(len(values), dtype=bool), pa.bool_())
-        v = values.cast(pa.int64()).fill_null(self.lo - 1 if self.lo > -(1 << 63) else self.hi + 1)
-        # (wrapping subtraction viewed unsigned: below lo wraps above the
-        # span, and no int64 wraps back into it)
-        idx = (v.to_numpy(zero_copy_only=False) - np.int64(self.lo)).view(np.uint64)
-        np.minimum(idx, np.uint64(len(self.present) - 1), out=idx)
-        return pa.array(self.present[idx], pa.bool_())
-
-
-def may_contain_each(filter_bytes, values: pa.Array) -> pa.Array:
-    """Per value: whether the filter (bloom filter bytes, or a
-    :class:`DenseKeys`) may hold it (null: False)."""
-    if isinstance(filter_bytes, DenseKeys):
-        return filter_bytes.contains_each(values)
+def may_contain_each(filter_bytes: bytes, values: pa.Array) -> pa.Array:
+    """Per value: whether the filter may hold it (null: False)."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     if not len(values):
@@ -213,5 +163,4 @@ def may_contain_each(filter_bytes, values: pa.Array) -> pa.Array:
     return pa.array(hit, pa.bool_())
 
 
-__all__ = ["BITS_PER_KEY", "MAX_BYTES", "DENSE_MAX_SPAN", "DenseKeys", "key_kind", "key_hashes", "filter_size", "build",
-           "union", "may_contain_each"]
+__all__ = ["BITS_PER_KEY", "MAX_BYTES", "key_kind", "key_hashes", "filter_size", "build", "union", "may_contain_each"]

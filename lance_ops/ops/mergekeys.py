@@ -252,8 +252,6 @@ class SourceBounds:
             t, data, nd = self.key_filter
             if isinstance(data, bytes):
                 text += f"; {t} in a bloom filter of ~{nd:,} source keys ({len(data):,} bytes)"
-            elif getattr(data, "dense", None) is not None:  # (lance_ops.spark.sourcekeys: the exact keys)
-                text += f"; {t} in the set of <= {nd:,} source keys built by the scan's tasks"
             else:  # (lance_ops.spark.sourcekeys)
                 text += f"; {t} in a bloom filter of <= {nd:,} source keys built by the scan's tasks"
         if self.from_footers:

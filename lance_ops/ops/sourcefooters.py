@@ -58,9 +58,7 @@ class FooterStats:
     """What :class:`lance_ops.ops.mergekeys.SourceBounds` reads of the
     statistics job's answer, from footers: the row count and per key column
     ``(min, max)`` (``(None, None)``: only nulls). No key sets; the bloom
-    filter of an integer key -- or its exact key set, for a range of at most
-    :data:`~lance_ops.format.keyfilter.DENSE_MAX_SPAN` values -- is built by
-    the target scan's tasks."""
+    filter of an integer key is built by the target scan's tasks."""
 
     def __init__(self, rows: int, bounds: dict[str, tuple], files: dict[str, list] | None = None):
         self.rows = rows
@@ -75,17 +73,11 @@ class FooterStats:
         """Where the target scan's tasks build the bloom filter of an
         integer key column (:mod:`lance_ops.spark.sourcekeys`); None for
         other columns."""
-        from ..format.keyfilter import DENSE_MAX_SPAN, filter_size
+        from ..format.keyfilter import filter_size
         from ..spark.sourcekeys import ParquetKeys
 
-        if column not in self.files:
-            return None
-        lo, hi = self.bounds.get(column, (None, None))
-        dense = (int(lo), int(hi)) if lo is not None and hi - lo < DENSE_MAX_SPAN else None
-        nbytes = filter_size(self.rows)
-        if dense is None and not nbytes:
-            return None
-        return ParquetKeys(tuple(self.files[column]), nbytes or 0, dense)
+        nbytes = filter_size(self.rows) if column in self.files else None
+        return ParquetKeys(tuple(self.files[column]), nbytes) if nbytes else None
 
 
 def _arrow_type_of(dtype: T.DataType):

@@ -355,7 +355,7 @@ class LanceScanReader(DataSourceReader):
             prefilter = compile_expr(And(tuple(self.prefilter)), self.arrow_target)
         if self.row_filter:
             from .rowfilter import apply as apply_row_filter
-        key_filter = None  # (column, filter bytes or DenseKeys): resolved once a task, not per batch
+        key_filter = None  # (column, filter bytes): resolved once a task, not per batch
         if self.key_filter is not None:
             from ..format.keyfilter import may_contain_each
 

@@ -31,33 +31,22 @@ from dataclasses import dataclass
 class ParquetKeys:
     """Where a task finds the source's keys: (local path, the file's column
     name, its size, its modification time in ns -- as the footers were read)
-    per file, and the filter's size in bytes; ``dense``: the keys' range
-    ``(min, max)`` from the footers when it spans at most
-    :data:`~lance_ops.format.keyfilter.DENSE_MAX_SPAN` values -- the tasks
-    then build the exact key set (:class:`~lance_ops.format.keyfilter.DenseKeys`)
-    in place of the bloom filter."""
+    per file, and the filter's size in bytes."""
 
     files: tuple
     nbytes: int
-    dense: tuple | None = None
 
     def spec(self) -> str:
         """The ``keyFilter`` option's payload (JSON: never base64's alphabet)."""
-        d = {"files": [list(f) for f in self.files], "nbytes": self.nbytes}
-        if self.dense is not None:
-            d["dense"] = list(self.dense)
-        return json.dumps(d)
+        return json.dumps({"files": [list(f) for f in self.files], "nbytes": self.nbytes})
 
     @classmethod
     def parse(cls, text: str) -> "ParquetKeys":
         d = json.loads(text)
-        dense = tuple(int(x) for x in d["dense"]) if d.get("dense") is not None else None
-        return cls(tuple((str(p), str(c), int(n), int(t)) for p, c, n, t in d["files"]), int(d["nbytes"]), dense)
+        return cls(tuple((str(p), str(c), int(n), int(t)) for p, c, n, t in d["files"]), int(d["nbytes"]))
 
-    def filter_bytes(self):
-        """The filter: bloom filter bytes, or the exact
-        :class:`~lance_ops.format.keyfilter.DenseKeys` of a narrow integer
-        range; None (filter nothing) when a file is no longer the one
+    def filter_bytes(self) -> bytes | None:
+        """The filter; None (filter nothing) when a file is no longer the one
         whose footers the merge read -- a source rewritten in place (a CDC
         batch file reused) must not be filtered by its old keys."""
         import os
@@ -69,7 +58,7 @@ class ParquetKeys:
                 return None
             if (st.st_size, st.st_mtime_ns) != (size, mtime):
                 return None
-        return _built(self)  # (None too: keys outside the footers' range)
+        return _built(self)
 
 
 def file_identity(path: str) -> tuple[int, int]:
@@ -81,18 +70,16 @@ def file_identity(path: str) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=4)
-def _built(keys: ParquetKeys):
+def _built(keys: ParquetKeys) -> bytes:
     """The filter, once per Python worker (its tasks share it; a rewritten
     file has another identity, so another entry)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..format.keyfilter import DenseKeys, build
+    from ..format.keyfilter import build
 
     chunks = []
     for path, column, _size, _mtime in keys.files:
         chunks += pq.read_table(path, columns=[column]).column(column).chunks
     values = pa.chunked_array(chunks) if chunks else pa.array([], pa.int64())
-    if keys.dense is not None:
-        return DenseKeys.build(values, *keys.dense)
     return build(values, keys.nbytes)

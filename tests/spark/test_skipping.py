@@ -579,8 +579,8 @@ def test_merge_source_bounds_from_parquet_footers(spark, indexed, tmp_path, monk
     if connect:
         assert (jobs_f, range_f) == (1, range_j)
     else:
-        # (the keys' exact set -- their range is narrow: built by the target scan's tasks from the same files)
-        assert (jobs_f, range_f) == (0, "id in [17002, 24004]; id in the set of <= 132 source keys built "
+        # (the bloom filter of the keys: built by the target scan's tasks from the same files)
+        assert (jobs_f, range_f) == (0, "id in [17002, 24004]; id in a bloom filter of <= 132 source keys built "
                                         "by the scan's tasks (from the source's Parquet footers)")
 
     # without null keys: pylance's merge_insert agrees
@@ -638,21 +638,15 @@ def test_merge_source_bounds_from_parquet_footers(spark, indexed, tmp_path, monk
         assert jobs_f == 0 and range_f.endswith("footers)"), (case, range_f)
 
     # a key range too wide to spare reading, more keys than an IN list takes:
-    # no statistics job either -- the scan's tasks build the keys' exact set
-    # (or, for a range too wide for it, the bloom filter)
-    import lance_ops.format.keyfilter as keyfilter
+    # no statistics job either -- the scan's tasks build the bloom filter
     import lance_ops.ops.merge as merge_mod
     import lance_ops.ops.sourcefooters as sourcefooters
 
     monkeypatch.setattr(sourcefooters, "narrow_enough", lambda *a: False)
     monkeypatch.setattr(merge_mod, "MAX_KEY_SET", 20)
     g = tmp_path / "gen0"
-    m_f, jobs_f, range_f, p_f = merge(spark.read.parquet(str(g)), "wide-set")
-    assert jobs_f == 0 and "in the set of" in range_f and "built by the scan's tasks" in range_f, range_f
-    assert _rows_any_order(p_f) == _rows_any_order(p_j_gen0), range_f
-    monkeypatch.setattr(keyfilter, "DENSE_MAX_SPAN", 10)  # (a range too wide for the exact set: the bloom filter)
     m_f, jobs_f, range_f, p_f = merge(spark.read.parquet(str(g)), "wide-bloom")
-    assert jobs_f == 0 and "in a bloom filter of" in range_f and "built by the scan's tasks" in range_f, range_f
+    assert jobs_f == 0 and "built by the scan's tasks" in range_f, range_f
     assert _rows_any_order(p_f) == _rows_any_order(p_j_gen0), range_f
     monkeypatch.setattr(merge_mod, "MAX_KEY_SET", 10_000)  # (a key set only the job gives: it runs)
     _, jobs_k, range_k, _ = merge(spark.read.parquet(str(g)), "wide-keys")
@@ -684,27 +678,9 @@ def test_source_keys_filter_built_in_tasks_is_the_jobs(tmp_path):
     assert again.filter_bytes() == build(pa.chunked_array(keys), filter_size(304))
     probe = pa.array([5, 2**40, -7, 1000, 1299, 4, 1300], pa.int64())
     assert may_contain_each(again.filter_bytes(), probe).to_pylist()[:5] == [True] * 5
-    assert spec.dense is None  # (keys from -7 to 2**40: too wide a range for the exact set)
     # a source file rewritten in place after planning (a CDC batch file reused): no filter at all
     pq.write_table(pa.table({"ID": pa.array([77, 78, 79], pa.int64())}), str(tmp_path / "1.parquet"))
     assert ParquetKeys.parse(spec.spec()).filter_bytes() is None
-
-    # a narrow range: the exact set of the keys, from the same files
-    from lance_ops.format.keyfilter import DenseKeys
-
-    pq.write_table(pa.table({"ID": pa.array([None, -5, 3, 3, 40], pa.int64())}), str(tmp_path / "n.parquet"),
-                   row_group_size=2)
-    narrow = footer_stats(["file://" + str(tmp_path / "n.parquet")], {"id": T.LongType()}).key_filter("id")
-    assert narrow.dense == (-5, 40) and ParquetKeys.parse(narrow.spec()) == narrow
-    keyset = narrow.filter_bytes()
-    assert isinstance(keyset, DenseKeys)
-    probe = pa.array([-6, -5, -4, 3, 40, 41, None, 2**62, -2**63, 2**63 - 1], pa.int64())
-    assert may_contain_each(keyset, probe).to_pylist() == [False, True, False, True, True, False, False, False, False,
-                                                           False]
-    assert may_contain_each(keyset, pa.array([3, 4, 40], pa.int32())).to_pylist() == [True, False, True]
-    assert may_contain_each(keyset, pa.array([3, 4], pa.uint64())).to_pylist() == [True, True]  # (kept: Spark decides)
-    assert may_contain_each(keyset, pa.array(["3"])).to_pylist() == [True]
-    assert DenseKeys.build(pa.array([1, 50]), 0, 40) is None  # (a key outside the range said to hold them: no filter)
 
 
 def test_parquet_footer_statistics(tmp_path):
