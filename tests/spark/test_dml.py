@@ -245,6 +245,70 @@ def test_merge_upsert_matches_pylance(spark, pair, merge_strategy):
         "num_deleted_rows": 0, "num_inserted_rows": r["num_inserted_rows"]}
 
 
+def test_merges_of_one_shape_analyze_their_clauses_once(spark, pair, monkeypatch):
+    """A merge of the same shape as an earlier one (the CDC loop: same SQL,
+    same schemas, new rows) reuses its clause analysis -- the same rows as
+    pylance either way; another clause text, a Column, the table's schema
+    changing, or a setting name resolution follows, analyze again; bad SQL
+    still fails as Spark's own error before any job."""
+    from pyspark.errors import AnalysisException
+
+    import lance_ops.ops.merge as merge_module
+
+    monkeypatch.setattr(merge_module, "_ANALYSES", merge_module._AnalysisCache())
+    calls = []
+    analyze = merge_module.MergePlan.analyze
+
+    def counted(self):
+        calls.append(1)
+        return analyze(self)
+
+    monkeypatch.setattr(merge_module.MergePlan, "analyze", counted)
+    ours, ref = pair
+    t = LanceTable(spark, ours)
+
+    def upsert(ids, ref_too=True):
+        t.merge(source(spark, ids), "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        if ref_too:
+            lance.dataset(ref).merge_insert("id").when_matched_update_all().when_not_matched_insert_all() \
+                .execute(source_arrow(ids))
+        return t.lastCommit().metrics
+
+    first = upsert(range(990, 1010))
+    second = upsert(range(1005, 1030))
+    assert len(calls) == 1
+    assert second.get("planInspection") == first.get("planInspection")  # (how the plan was read: replayed)
+    assert_same_as_pylance(ours, ref, fresh_from=START_NEXT_ROW_ID)
+
+    def bump(ids, how):
+        t.merge(source(spark, ids), "t.id = s.id").whenMatchedUpdate(set={"score": how}).execute()
+
+    bump([3, 4], "s.score + 1")
+    bump([5], "s.score + 1")
+    assert len(calls) == 2  # (another clause text: analyzed once, then reused)
+    bump([6], "s.score + 2")
+    assert len(calls) == 3
+    before = lance.dataset(ours).version
+    with pytest.raises(AnalysisException):  # (an insert clause sees the source only)
+        t.merge(source(spark, [7]), "t.id = s.id").whenNotMatchedInsert(values={"id": "s.id", "grp": "t.grp"}) \
+            .execute()
+    assert lance.dataset(ours).version == before
+    t.merge(source(spark, [8]), F.expr("t.id = s.id")).whenMatchedUpdateAll().execute()
+    t.merge(source(spark, [9]), F.expr("t.id = s.id")).whenMatchedUpdateAll().execute()
+    assert len(calls) == 6  # (Columns: analyzed each time)
+    spark.conf.set("spark.sql.caseSensitive", "true")
+    try:
+        upsert([10], ref_too=False)
+    finally:
+        spark.conf.unset("spark.sql.caseSensitive")
+    assert len(calls) == 7
+    t.addColumns({"extra": "id * 2"})
+    bump([11], "s.score + 1")  # (a shape seen before, over another table schema)
+    assert len(calls) == 8
+    rows = {r["id"]: r for r in arrow_rows(lance.dataset(ours).to_table(), ("id",))}
+    assert rows[11]["score"] == 1012.0 and rows[11]["extra"] == 22 and rows[6]["score"] == 6 + 1000.0 + 2
+
+
 def test_release_checkpoint_frees_it_now(spark):
     """``jvm.release_checkpoint``: under Spark Connect the server-side
     relation is removed at the call (a request with a deadline) and the
