@@ -156,6 +156,16 @@ def range_segment(start: int, end: int) -> rowids_pb2.U64Segment:
     return seg
 
 
+def _parsed(message, data: bytes, what: str):
+    """``message`` parsed from ``data``; a CorruptTableError naming ``what``
+    when the bytes are not one."""
+    try:
+        message.ParseFromString(data)
+    except Exception as e:  # protobuf DecodeError
+        raise CorruptTableError(f"cannot decode {what}: {e}") from e
+    return message
+
+
 # ----------------------------------------------------- stored sequences
 ROW_IDS = ("inline_row_ids", "external_row_ids")
 CREATED = ("inline_created_at_versions", "external_created_at_versions")
@@ -183,11 +193,7 @@ def sequence_bytes(store, fragment, which: tuple[str, str]) -> bytes | None:
 # -------------------------------------------------------------- row ids
 def decode_row_ids(data: bytes) -> np.ndarray:
     """All row ids of a fragment (physical order) from ``inline_row_ids``."""
-    seq = rowids_pb2.RowIdSequence()
-    try:
-        seq.ParseFromString(data)
-    except Exception as e:  # protobuf DecodeError
-        raise CorruptTableError(f"cannot decode row id sequence: {e}") from e
+    seq = _parsed(rowids_pb2.RowIdSequence(), data, "row id sequence")
     parts = [decode_segment(s) for s in seq.segments]
     if not parts:
         return np.empty(0, dtype=np.uint64)
@@ -200,11 +206,7 @@ def decode_row_ids_at(data: bytes, physical_rows: int, offsets: np.ndarray) -> n
     pylance or lance_ops wrote: one range): an update of a few rows of a
     250k-row fragment reads a few ids, not 250k. Any other segment: the
     whole sequence, indexed. The sequence must cover ``physical_rows``."""
-    seq = rowids_pb2.RowIdSequence()
-    try:
-        seq.ParseFromString(data)
-    except Exception as e:  # protobuf DecodeError
-        raise CorruptTableError(f"cannot decode row id sequence: {e}") from e
+    seq = _parsed(rowids_pb2.RowIdSequence(), data, "row id sequence")
     offsets = np.asarray(offsets, dtype=np.int64)
     if all(s.WhichOneof("segment") == "range" for s in seq.segments):
         starts = np.array([s.range.start for s in seq.segments], dtype=np.uint64)
@@ -290,11 +292,7 @@ def contiguous_runs(values: np.ndarray) -> list[np.ndarray]:
 def decode_versions_prefix(data: bytes) -> np.ndarray:
     """Per-row versions of every run of a RowDatasetVersionSequence, however many
     rows they cover."""
-    seq = rowids_pb2.RowDatasetVersionSequence()
-    try:
-        seq.ParseFromString(data)
-    except Exception as e:
-        raise CorruptTableError(f"cannot decode row version sequence: {e}") from e
+    seq = _parsed(rowids_pb2.RowDatasetVersionSequence(), data, "row version sequence")
     lengths = [segment_len(r.span) for r in seq.runs]
     return np.repeat(
         np.array([r.version for r in seq.runs], dtype=np.uint64),
@@ -307,11 +305,7 @@ def version_bounds(data: bytes | None, default: int = 1) -> tuple[int, int]:
     per row; a missing or empty sequence reads as ``default``."""
     if not data:
         return default, default
-    seq = rowids_pb2.RowDatasetVersionSequence()
-    try:
-        seq.ParseFromString(data)
-    except Exception as e:
-        raise CorruptTableError(f"cannot decode row version sequence: {e}") from e
+    seq = _parsed(rowids_pb2.RowDatasetVersionSequence(), data, "row version sequence")
     versions = [r.version for r in seq.runs if segment_len(r.span)]
     return (min(versions), max(versions)) if versions else (default, default)
 
@@ -322,11 +316,7 @@ def decode_versions_at(data: bytes | None, physical_rows: int, offsets: np.ndarr
     offsets = np.asarray(offsets, dtype=np.int64)
     if not data:
         return np.full(len(offsets), default, dtype=np.uint64)
-    seq = rowids_pb2.RowDatasetVersionSequence()
-    try:
-        seq.ParseFromString(data)
-    except Exception as e:
-        raise CorruptTableError(f"cannot decode row version sequence: {e}") from e
+    seq = _parsed(rowids_pb2.RowDatasetVersionSequence(), data, "row version sequence")
     lengths = np.array([segment_len(r.span) for r in seq.runs], dtype=np.int64)
     if int(lengths.sum()) != physical_rows:
         raise CorruptTableError(

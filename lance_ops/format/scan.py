@@ -132,40 +132,31 @@ def scan_whole_fragment(store, layout: WholeFileLayout, scan: FragmentScan) -> l
     range, offsets or filter) of a fragment ``layout.holds``, read with one
     codec call (:func:`.datafile.read_whole_file`); ``None``: not that
     layout after all -- use :func:`scan_fragment`. Compaction of thousands of
-    tiny fragments reads them this way."""
-    frag = scan.fragment
+    tiny fragments reads them this way (:func:`scan_whole_fragments`)."""
     if (scan.start or scan.end is not None or scan.offsets is not None or scan.filter is not None
-            or list(scan.columns) != layout.arrow.names or not layout.holds(frag)):
+            or list(scan.columns) != layout.arrow.names):
         return None
-    table = read_whole_file(store, layout, frag)
+    table = scan_whole_fragments(store, layout, [scan.fragment], scan.metadata, scan.stable_row_ids,
+                                 scan.include_deleted)
     if table is None:
         return None
-    n = frag.physical_rows
-    phys = np.arange(n, dtype=np.uint64)
-    sequences = _sequences(store, frag, scan.metadata, scan.stable_row_ids)
-    for m in scan.metadata:
-        values = _metadata_values(m, frag, phys, slice(None), sequences)
-        table = table.append_column(pa.field(m, pa.uint64(), nullable=False), pa.array(values, type=pa.uint64()))
-    if not scan.include_deleted:
-        dv = read_deletion_vector(store, frag)
-        if len(dv):
-            table = table.filter(pa.array(~dv.mask(n)))
     return table.to_batches() if table.num_rows else []
 
 
 def scan_whole_fragments(store, layout: WholeFileLayout, fragments: Sequence[table_pb2.DataFragment],
-                         metadata: Sequence[str] = (), stable_row_ids: bool = False) -> pa.Table | None:
-    """The live rows of whole ``fragments`` (the table's columns plus
-    ``metadata``), in order, as one table: what :func:`scan_whole_fragment`
-    yields for each of them, with the table work (metadata columns,
-    deletions) done once for all, so a run of thousands of 25-row fragments
-    costs one codec call each and little Python. ``None``: some fragment is
-    not that layout after all -- read them one by one."""
+                         metadata: Sequence[str] = (), stable_row_ids: bool = False,
+                         include_deleted: bool = False) -> pa.Table | None:
+    """The rows of whole ``fragments`` (the table's columns plus
+    ``metadata``; deleted rows dropped unless ``include_deleted``), in
+    order, as one table: what :func:`scan_fragment` yields for each of
+    them, with the table work (metadata columns, deletions) done once for
+    all, so a run of thousands of 25-row fragments costs one codec call each
+    and little Python. ``None``: some fragment is not that layout after all
+    -- read them one by one."""
     meta = list(metadata)
     tables, counts, keeps = [], [], []
     versions: dict = {}  # (sequence bytes, rows) -> decoded: fragments written together share them
     columns: dict = {m: [] for m in meta}
-    deleted_any = False
     for frag in fragments:
         if not layout.holds(frag):
             return None
@@ -175,32 +166,22 @@ def scan_whole_fragments(store, layout: WholeFileLayout, fragments: Sequence[tab
         n = frag.physical_rows
         tables.append(table)
         counts.append(n)
-        for m in meta:
-            if m == ROW_ID and stable_row_ids:
-                ids = decode_row_ids(sequence_bytes(store, frag, ROW_IDS) or b"")
-                if len(ids) != n:
-                    raise CorruptTableError(f"fragment {frag.id} has {len(ids)} row ids for {n} rows")
-                columns[m].append(ids)
-            elif m in (ROW_CREATED, ROW_UPDATED):
-                data = sequence_bytes(store, frag, CREATED if m == ROW_CREATED else UPDATED)
-                key = (data, n)
-                if key not in versions:
-                    versions[key] = decode_versions(data, n)
-                columns[m].append(versions[key])
-            else:
-                columns[m].append(_metadata_values(m, frag, np.arange(n, dtype=np.uint64), slice(None),
-                                                   (None, None, None)))
-        dv = read_deletion_vector(store, frag)
-        if len(dv):
-            deleted_any = True
-            keeps.append((len(counts) - 1, ~dv.mask(n)))
+        if meta:
+            phys = np.arange(n, dtype=np.uint64)
+            sequences = _sequences(store, frag, meta, stable_row_ids, versions=versions)
+            for m in meta:
+                columns[m].append(_metadata_values(m, frag, phys, slice(None), sequences))
+        if not include_deleted:
+            dv = read_deletion_vector(store, frag)
+            if len(dv):
+                keeps.append((len(counts) - 1, ~dv.mask(n)))
     if not tables:
         return None
     table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
     for m in meta:
         table = table.append_column(pa.field(m, pa.uint64(), nullable=False),
                                     pa.array(np.concatenate(columns[m]), type=pa.uint64()))
-    if deleted_any:
+    if keeps:
         mask = np.ones(sum(counts), dtype=bool)
         starts = np.concatenate([[0], np.cumsum(counts)])
         for i, keep in keeps:
@@ -209,11 +190,22 @@ def scan_whole_fragments(store, layout: WholeFileLayout, fragments: Sequence[tab
     return table
 
 
-def _sequences(store, frag: table_pb2.DataFragment, meta, stable_row_ids: bool, at: np.ndarray | None = None) -> tuple:
+def _sequences(store, frag: table_pb2.DataFragment, meta, stable_row_ids: bool, at: np.ndarray | None = None,
+               versions: dict | None = None) -> tuple:
     """(row ids, created-at versions, last-updated versions) of every
     physical row of ``frag`` -- or only of the physical offsets ``at``, in
     their order -- each decoded only when a metadata column in ``meta``
-    needs it (else None)."""
+    needs it (else None). ``versions``: decoded whole version sequences by
+    (bytes, rows), shared across fragments (read-only arrays)."""
+
+    def whole_versions(data):
+        if versions is None:
+            return decode_versions(data, n)
+        key = (data, n)
+        if key not in versions:
+            versions[key] = decode_versions(data, n)
+        return versions[key]
+
     n = frag.physical_rows
     row_ids = created = updated = None
     if ROW_ID in meta and stable_row_ids:
@@ -229,10 +221,10 @@ def _sequences(store, frag: table_pb2.DataFragment, meta, stable_row_ids: bool, 
                 raise CorruptTableError(f"fragment {frag.id} has {len(row_ids)} row ids for {n} rows")
     if ROW_CREATED in meta:
         data = sequence_bytes(store, frag, CREATED)
-        created = decode_versions(data, n) if at is None else decode_versions_at(data, n, at)
+        created = whole_versions(data) if at is None else decode_versions_at(data, n, at)
     if ROW_UPDATED in meta:
         data = sequence_bytes(store, frag, UPDATED)
-        updated = decode_versions(data, n) if at is None else decode_versions_at(data, n, at)
+        updated = whole_versions(data) if at is None else decode_versions_at(data, n, at)
     return row_ids, created, updated
 
 

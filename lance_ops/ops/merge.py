@@ -437,10 +437,6 @@ class _AnalysisCache:
             while len(self._data) > self._entries:
                 self._data.popitem(last=False)
 
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
 
 _ANALYSES = _AnalysisCache()
 

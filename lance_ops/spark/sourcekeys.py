@@ -49,14 +49,11 @@ class ParquetKeys:
         """The filter; None (filter nothing) when a file is no longer the one
         whose footers the merge read -- a source rewritten in place (a CDC
         batch file reused) must not be filtered by its old keys."""
-        import os
-
         for path, _column, size, mtime in self.files:
             try:
-                st = os.stat(path)
+                if file_identity(path) != (size, mtime):
+                    return None
             except OSError:
-                return None
-            if (st.st_size, st.st_mtime_ns) != (size, mtime):
                 return None
         return _built(self)
 
